@@ -1,0 +1,33 @@
+# Two commands a newcomer runs: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint format bench clean
+
+$(BIN)/swarmdeck: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(BIN)/swarmdeck
+
+demo: $(BIN)/swarmdeck
+	$(BIN)/swarmdeck demo
+
+# Tests need bubblewrap for the sandbox tests and PostgreSQL binaries for the
+# throwaway cluster; scripts/test-deps installs them where it can (root + apt).
+test: $(BIN)/swarmdeck
+	bash scripts/test-deps
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/pytest -q
+
+lint: $(BIN)/swarmdeck
+	$(BIN)/ruff check --fix src tests bench
+	$(BIN)/ruff format src tests bench
+
+bench: $(BIN)/swarmdeck
+	$(BIN)/python bench/overhead.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,5 @@
+"""`python -m swarmdeck`."""
+
+from swarmdeck.cli.app import main
+
+main()

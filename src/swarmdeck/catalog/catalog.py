@@ -1,0 +1,329 @@
+"""The session catalog: sessions, the event transcript, usage, tool marks and workers."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+
+from swarmdeck.catalog import schema
+from swarmdeck.catalog.db import create_db_engine
+from swarmdeck.catalog.records import EventRecord, SessionRecord, UsageTotals
+from swarmdeck.errors import NotFoundError
+from swarmdeck.models.types import Usage
+
+Redact = Callable[[str], str]
+
+
+def _identity(text: str) -> str:
+    return text
+
+
+class Catalog:
+    """All catalog reads and writes; every persisted text passes the redaction filter."""
+
+    def __init__(self, engine: sa.Engine, redact: Redact = _identity) -> None:
+        self.engine = engine
+        self.redact = redact
+
+    @classmethod
+    def open(cls, store_url: str, redact: Redact = _identity) -> Catalog:
+        """Connect to the store and create the catalog tables if they are missing."""
+        engine = create_db_engine(store_url)
+        for attempt in range(5):
+            try:
+                schema.create_all(engine)
+                break
+            except (IntegrityError, ProgrammingError, OperationalError):
+                # Two processes creating tables at once: the loser retries and finds them.
+                if attempt == 4:
+                    raise
+                time.sleep(0.1 * (attempt + 1))
+        return cls(engine, redact)
+
+    def _json(self, value: Any) -> str:
+        return self.redact(json.dumps(value, ensure_ascii=False, default=str))
+
+    # -- sessions ---------------------------------------------------------------------
+
+    def create_session(
+        self,
+        *,
+        session_id: str,
+        model: str,
+        mode: str,
+        workdir: str,
+        run_dir: str,
+        task: str,
+        parent_id: str | None = None,
+        root_id: str | None = None,
+        depth: int = 0,
+        agent: str | None = None,
+        title: str | None = None,
+        system_message: str | None = None,
+        tool_names: list[str] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> SessionRecord:
+        """Insert a pending session; inserting the same id again returns the stored one."""
+        now = time.time()
+        row = {
+            "id": session_id,
+            "parent_id": parent_id,
+            "root_id": root_id or session_id,
+            "depth": depth,
+            "agent": agent,
+            "model": model,
+            "mode": mode,
+            "workdir": workdir,
+            "run_dir": run_dir,
+            "status": "pending",
+            "title": self.redact(title) if title else None,
+            "task": self.redact(task),
+            "system_message": self.redact(system_message) if system_message else None,
+            "tool_names": json.dumps(tool_names) if tool_names is not None else None,
+            "options": json.dumps(options or {}),
+            "created_at": now,
+            "updated_at": now,
+        }
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(schema.sessions.insert().values(**row))
+        except IntegrityError:
+            pass
+        return self.get_session(session_id)
+
+    def find_session(self, session_id: str) -> SessionRecord | None:
+        """The session, or None."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                sa.select(schema.sessions).where(schema.sessions.c.id == session_id)
+            ).first()
+        return SessionRecord.from_row(row) if row else None
+
+    def get_session(self, session_id: str) -> SessionRecord:
+        """The session, or NotFoundError with a hint."""
+        record = self.find_session(session_id)
+        if record is None:
+            raise NotFoundError(
+                f"no session {session_id}", "list sessions with `swarmdeck sessions ls`"
+            )
+        return record
+
+    def resolve_session_id(self, prefix: str) -> str:
+        """Expand a unique id prefix, as git does for commits."""
+        if self.find_session(prefix):
+            return prefix
+        with self.engine.connect() as conn:
+            ids = [
+                r[0]
+                for r in conn.execute(
+                    sa.select(schema.sessions.c.id)
+                    .where(schema.sessions.c.id.like(f"{prefix}%"))
+                    .limit(2)
+                )
+            ]
+        if len(ids) == 1:
+            return ids[0]
+        hint = "the prefix is ambiguous" if ids else "list sessions with `swarmdeck sessions ls`"
+        raise NotFoundError(f"no session {prefix}", hint)
+
+    def list_sessions(
+        self,
+        *,
+        status: str | None = None,
+        parent_id: str | None = None,
+        root_id: str | None = None,
+        limit: int = 50,
+    ) -> list[SessionRecord]:
+        """Sessions, newest first."""
+        q = sa.select(schema.sessions).order_by(schema.sessions.c.created_at.desc()).limit(limit)
+        if status:
+            q = q.where(schema.sessions.c.status == status)
+        if parent_id:
+            q = q.where(schema.sessions.c.parent_id == parent_id)
+        if root_id:
+            q = q.where(schema.sessions.c.root_id == root_id)
+        with self.engine.connect() as conn:
+            return [SessionRecord.from_row(r) for r in conn.execute(q)]
+
+    def update_session(self, session_id: str, **fields: Any) -> None:
+        """Set columns of a session (status, result, final_text, error...)."""
+        if "result" in fields and fields["result"] is not None:
+            fields["result"] = self._json(fields["result"])
+        for name in ("final_text", "error", "title"):
+            if fields.get(name):
+                fields[name] = self.redact(fields[name])
+        if "options" in fields:
+            fields["options"] = json.dumps(fields["options"])
+        fields["updated_at"] = time.time()
+        with self.engine.begin() as conn:
+            conn.execute(
+                schema.sessions.update().where(schema.sessions.c.id == session_id).values(**fields)
+            )
+
+    def set_status(self, session_id: str, status: str, *, error: str | None = None) -> None:
+        """Move a session to a new status."""
+        fields: dict[str, Any] = {"status": status}
+        if error is not None:
+            fields["error"] = error
+        self.update_session(session_id, **fields)
+
+    def delete_session_tree(self, session_id: str) -> list[str]:
+        """Remove a session, its descendants and their transcripts; returns the removed ids."""
+        ids = [session_id, *self.descendant_ids(session_id)]
+        with self.engine.begin() as conn:
+            for table in (schema.events, schema.usage, schema.artifacts, schema.tool_marks):
+                conn.execute(table.delete().where(table.c.session_id.in_(ids)))
+            conn.execute(schema.sessions.delete().where(schema.sessions.c.id.in_(ids)))
+        return ids
+
+    def descendant_ids(self, session_id: str) -> list[str]:
+        """Every session below this one, breadth first."""
+        found: list[str] = []
+        frontier = [session_id]
+        with self.engine.connect() as conn:
+            while frontier:
+                rows = conn.execute(
+                    sa.select(schema.sessions.c.id).where(schema.sessions.c.parent_id.in_(frontier))
+                ).all()
+                frontier = [r[0] for r in rows]
+                found.extend(frontier)
+        return found
+
+    # -- events -----------------------------------------------------------------------
+
+    def append_event(self, session_id: str, key: str, kind: str, payload: dict[str, Any]) -> bool:
+        """Append a transcript entry once per key; False when that key was already stored."""
+        text = self._json(payload)
+        for _ in range(20):
+            try:
+                with self.engine.begin() as conn:
+                    seq = conn.execute(
+                        sa.select(sa.func.coalesce(sa.func.max(schema.events.c.seq), 0)).where(
+                            schema.events.c.session_id == session_id
+                        )
+                    ).scalar_one()
+                    conn.execute(
+                        schema.events.insert().values(
+                            session_id=session_id,
+                            seq=seq + 1,
+                            key=key,
+                            kind=kind,
+                            payload=text,
+                            ts=time.time(),
+                        )
+                    )
+                return True
+            except IntegrityError:
+                if self.has_event(session_id, key):
+                    return False
+                # Lost a race for the next seq (another writer on PostgreSQL): try again.
+        raise RuntimeError(f"could not append event {key} to {session_id}")
+
+    def has_event(self, session_id: str, key: str) -> bool:
+        """True when an event with this key is stored."""
+        with self.engine.connect() as conn:
+            return (
+                conn.execute(
+                    sa.select(schema.events.c.id).where(
+                        schema.events.c.session_id == session_id, schema.events.c.key == key
+                    )
+                ).first()
+                is not None
+            )
+
+    def events(
+        self,
+        session_id: str,
+        *,
+        after_id: int = 0,
+        kinds: Iterable[str] | None = None,
+        limit: int | None = None,
+    ) -> list[EventRecord]:
+        """Transcript entries in order, after a cursor."""
+        q = (
+            sa.select(schema.events)
+            .where(schema.events.c.session_id == session_id, schema.events.c.id > after_id)
+            .order_by(schema.events.c.seq)
+        )
+        if kinds is not None:
+            q = q.where(schema.events.c.kind.in_(list(kinds)))
+        if limit:
+            q = q.limit(limit)
+        with self.engine.connect() as conn:
+            return [EventRecord.from_row(r) for r in conn.execute(q)]
+
+    # -- usage ------------------------------------------------------------------------
+
+    def record_usage(
+        self,
+        session_id: str,
+        turn: int,
+        provider: str,
+        model: str,
+        usage: Usage,
+        cost_usd: float | None,
+    ) -> None:
+        """Store one turn's usage; a rerun of the same turn leaves the first row."""
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(
+                    schema.usage.insert().values(
+                        session_id=session_id,
+                        turn=turn,
+                        provider=provider,
+                        model=model,
+                        cost_usd=cost_usd,
+                        ts=time.time(),
+                        **usage.as_dict(),
+                    )
+                )
+        except IntegrityError:
+            pass
+
+    def usage_totals(
+        self, session_ids: Iterable[str] | None = None, *, since: float | None = None
+    ) -> UsageTotals:
+        """Usage summed over the given sessions (all when None) since a time."""
+        q = sa.select(schema.usage)
+        if session_ids is not None:
+            q = q.where(schema.usage.c.session_id.in_(list(session_ids)))
+        if since is not None:
+            q = q.where(schema.usage.c.ts >= since)
+        totals = UsageTotals()
+        with self.engine.connect() as conn:
+            for r in conn.execute(q):
+                totals.turns += 1
+                for name in ("input", "output", "reasoning", "cache_read", "cache_write"):
+                    setattr(totals, name, getattr(totals, name) + getattr(r, name))
+                if r.cost_usd is not None:
+                    totals.cost_usd = (totals.cost_usd or 0.0) + r.cost_usd
+                key = f"{r.provider}:{r.model}"
+                row = totals.by_model.setdefault(
+                    key, {"turns": 0, "input": 0, "output": 0, "cost_usd": None}
+                )
+                row["turns"] += 1
+                row["input"] += r.input
+                row["output"] += r.output
+                if r.cost_usd is not None:
+                    row["cost_usd"] = (row["cost_usd"] or 0.0) + r.cost_usd
+        return totals
+
+    # -- once-effect marks ------------------------------------------------------------
+
+    def mark_tool_started(self, session_id: str, call_key: str) -> bool:
+        """Record that a `once` tool is starting; False when it had started before."""
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(
+                    schema.tool_marks.insert().values(
+                        session_id=session_id, call_key=call_key, started_at=time.time()
+                    )
+                )
+            return True
+        except IntegrityError:
+            return False

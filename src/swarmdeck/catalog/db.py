@@ -1,0 +1,47 @@
+"""One SQLAlchemy engine per store URL, tuned as DBOS-NOTES.md measured (WAL, NORMAL)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+
+
+def sqlalchemy_url(store_url: str) -> str:
+    """Map a store URL to the driver SQLAlchemy should use (psycopg 3 for PostgreSQL)."""
+    for prefix in ("postgresql://", "postgres://"):
+        if store_url.startswith(prefix):
+            return "postgresql+psycopg://" + store_url[len(prefix) :]
+    return store_url
+
+
+def sqlite_path(store_url: str) -> Path | None:
+    """The file behind a sqlite:/// URL, or None for other stores."""
+    if not store_url.startswith("sqlite:///"):
+        return None
+    return Path(store_url[len("sqlite:///") :])
+
+
+def create_db_engine(store_url: str) -> sa.Engine:
+    """An engine for the store; on SQLite the file is created in WAL mode first."""
+    url = sqlalchemy_url(store_url)
+    path = sqlite_path(store_url)
+    if path is None:
+        return sa.create_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    engine = sa.create_engine(url, pool_size=20, max_overflow=20)
+
+    @event.listens_for(engine, "connect")
+    def _tune(dbapi_conn: Any, _record: Any) -> None:
+        # Same hook DBOS installs on its own SQLite engine (IMMEDIATE writers, long busy
+        # timeout), plus NORMAL sync, which WAL makes crash-safe for a process crash.
+        dbapi_conn.isolation_level = "IMMEDIATE"
+        dbapi_conn.execute("PRAGMA busy_timeout=30000")
+        dbapi_conn.execute("PRAGMA foreign_keys=ON")
+        dbapi_conn.execute("PRAGMA synchronous=NORMAL")
+
+    with engine.connect() as conn:
+        conn.exec_driver_sql("PRAGMA journal_mode=WAL")
+    return engine

@@ -1,0 +1,104 @@
+"""Plain records the catalog returns."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+STATUSES = (
+    "pending",
+    "running",
+    "waiting",
+    "idle",
+    "input_required",
+    "completed",
+    "failed",
+    "cancelled",
+    "budget_exceeded",
+)
+TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "budget_exceeded"})
+
+
+@dataclass
+class SessionRecord:
+    """One row of the sessions table."""
+
+    id: str
+    parent_id: str | None
+    root_id: str
+    depth: int
+    agent: str | None
+    model: str
+    mode: str
+    workdir: str
+    run_dir: str
+    status: str
+    title: str | None
+    task: str
+    system_message: str | None
+    tool_names: list[str] | None
+    options: dict[str, Any]
+    result: Any
+    final_text: str | None
+    error: str | None
+    created_at: float
+    updated_at: float
+
+    @property
+    def terminal(self) -> bool:
+        """True once the session can no longer change."""
+        return self.status in TERMINAL_STATUSES
+
+    @classmethod
+    def from_row(cls, row: Any) -> SessionRecord:
+        """Build from a SQLAlchemy row mapping."""
+        m = dict(row._mapping)
+        m["tool_names"] = json.loads(m["tool_names"]) if m["tool_names"] else None
+        m["options"] = json.loads(m["options"] or "{}")
+        m["result"] = json.loads(m["result"]) if m["result"] else None
+        return cls(**m)
+
+
+@dataclass
+class EventRecord:
+    """One transcript entry."""
+
+    id: int
+    session_id: str
+    seq: int
+    key: str
+    kind: str
+    payload: dict[str, Any]
+    ts: float
+
+    @classmethod
+    def from_row(cls, row: Any) -> EventRecord:
+        """Build from a SQLAlchemy row mapping."""
+        m = dict(row._mapping)
+        m["payload"] = json.loads(m["payload"])
+        return cls(**m)
+
+
+@dataclass
+class UsageTotals:
+    """Usage summed over turns."""
+
+    turns: int = 0
+    input: int = 0
+    output: int = 0
+    reasoning: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    cost_usd: float | None = None
+    by_model: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def tokens(self) -> dict[str, int]:
+        """The token counts as the contract prints them."""
+        return {
+            "input": self.input,
+            "output": self.output,
+            "reasoning": self.reasoning,
+            "cache_read": self.cache_read,
+            "cache_write": self.cache_write,
+        }

@@ -1,0 +1,104 @@
+"""The catalog tables: sessions, events (the transcript), usage, artifacts, workers."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData()
+
+sessions = sa.Table(
+    "sd_sessions",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("parent_id", sa.String(64), index=True),
+    sa.Column("root_id", sa.String(64), index=True),
+    sa.Column("depth", sa.Integer, nullable=False, default=0),
+    sa.Column("agent", sa.String(128)),
+    sa.Column("model", sa.String(256), nullable=False),
+    sa.Column("mode", sa.String(32), nullable=False),
+    sa.Column("workdir", sa.Text, nullable=False),
+    sa.Column("run_dir", sa.Text, nullable=False),
+    sa.Column("status", sa.String(32), nullable=False, index=True),
+    sa.Column("title", sa.Text),
+    sa.Column("task", sa.Text, nullable=False),
+    sa.Column("system_message", sa.Text),
+    sa.Column("tool_names", sa.Text),  # JSON list or null for "all of the mode's tools"
+    sa.Column("options", sa.Text, nullable=False, default="{}"),  # JSON: budgets, step cap...
+    sa.Column("result", sa.Text),  # JSON of the submitted result
+    sa.Column("final_text", sa.Text),
+    sa.Column("error", sa.Text),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+events = sa.Table(
+    "sd_events",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("session_id", sa.String(64), nullable=False),
+    sa.Column("seq", sa.Integer, nullable=False),
+    # A durable step may run twice (at-least-once); its events carry a key so the
+    # second run's inserts are no-ops and the transcript never holds duplicates.
+    sa.Column("key", sa.String(200), nullable=False),
+    sa.Column("kind", sa.String(32), nullable=False),
+    sa.Column("payload", sa.Text, nullable=False),
+    sa.Column("ts", sa.Float, nullable=False),
+    sa.UniqueConstraint("session_id", "key", name="uq_sd_events_key"),
+    sa.UniqueConstraint("session_id", "seq", name="uq_sd_events_seq"),
+)
+
+usage = sa.Table(
+    "sd_usage",
+    metadata,
+    sa.Column("session_id", sa.String(64), primary_key=True),
+    sa.Column("turn", sa.Integer, primary_key=True),
+    sa.Column("provider", sa.String(64), nullable=False),
+    sa.Column("model", sa.String(256), nullable=False),
+    sa.Column("input", sa.Integer, nullable=False, default=0),
+    sa.Column("output", sa.Integer, nullable=False, default=0),
+    sa.Column("reasoning", sa.Integer, nullable=False, default=0),
+    sa.Column("cache_read", sa.Integer, nullable=False, default=0),
+    sa.Column("cache_write", sa.Integer, nullable=False, default=0),
+    sa.Column("cost_usd", sa.Float),
+    sa.Column("ts", sa.Float, nullable=False, index=True),
+)
+
+artifacts = sa.Table(
+    "sd_artifacts",
+    metadata,
+    sa.Column("session_id", sa.String(64), primary_key=True),
+    sa.Column("name", sa.String(200), primary_key=True),
+    sa.Column("path", sa.Text, nullable=False),
+    sa.Column("size", sa.Integer, nullable=False),
+    sa.Column("sha256", sa.String(64), nullable=False),
+    sa.Column("ts", sa.Float, nullable=False),
+)
+
+workers = sa.Table(
+    "sd_workers",
+    metadata,
+    sa.Column("executor_id", sa.String(128), primary_key=True),
+    sa.Column("hostname", sa.String(255), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    # /proc start time guards against a recycled pid looking alive.
+    sa.Column("pid_start", sa.String(32)),
+    sa.Column("started_at", sa.Float, nullable=False),
+    sa.Column("heartbeat_at", sa.Float, nullable=False),
+    sa.Column("stopped", sa.Boolean, nullable=False, default=False),
+    sa.Column("recovered_by", sa.String(128)),
+)
+
+# Side effects marked `once` record their start here; a rerun after a crash finds the
+# mark and tells the model the call was interrupted instead of running it again.
+tool_marks = sa.Table(
+    "sd_tool_marks",
+    metadata,
+    sa.Column("session_id", sa.String(64), primary_key=True),
+    sa.Column("call_key", sa.String(200), primary_key=True),
+    sa.Column("started_at", sa.Float, nullable=False),
+)
+
+
+def create_all(engine: sa.Engine) -> None:
+    """Create missing tables (idempotent; safe when several processes start at once)."""
+    metadata.create_all(engine, checkfirst=True)

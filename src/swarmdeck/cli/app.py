@@ -1,0 +1,54 @@
+"""The `swarmdeck` command: one typer app, one error edge that prints one line."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+import typer
+
+from swarmdeck.errors import SwarmdeckError
+
+app = typer.Typer(
+    name="swarmdeck",
+    help="Durable LLM agent sessions, and bounded tasks dispatched to isolated LLM workers.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+def _register() -> None:
+    # Command modules register themselves on import; kept here so `app` has them all.
+    from swarmdeck.cli import demo, fake_llm, run, sessions  # noqa: F401
+
+
+def _fail(message: str, code: int) -> None:
+    print(f"swarmdeck: error: {message}", file=sys.stderr)
+    sys.exit(code)
+
+
+def main() -> None:
+    """Entry point: run the app; turn every error into one line and an exit code."""
+    _register()
+    try:
+        app(standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        _fail("interrupted", 130)
+    except click.ClickException as exc:
+        _fail(exc.format_message().replace("\n", " "), 2)
+    except SwarmdeckError as exc:
+        _fail(exc.one_line(), exc.exit_code)
+    except KeyboardInterrupt:
+        _fail("interrupted", 130)
+    except Exception as exc:
+        if os.environ.get("SWARMDECK_DEBUG"):
+            raise
+        _fail(
+            f"internal error: {type(exc).__name__}: {exc} "
+            "(rerun with SWARMDECK_DEBUG=1 for the traceback, and please report it)",
+            1,
+        )

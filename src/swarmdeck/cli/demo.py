@@ -1,0 +1,144 @@
+"""`swarmdeck demo`: a whole session against a scripted model, with no key and no network."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+from importlib.resources import files
+from pathlib import Path
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.table import Table
+
+from swarmdeck.cli.app import app
+from swarmdeck.cli.run import run_and_follow
+from swarmdeck.models.registry import ProviderConfig
+from swarmdeck.runtime.host import Host, SessionRequest
+
+DEMO_TASK = (
+    "Read this small project, write NOTES.md with what a newcomer should know about calc.py, "
+    "and submit a result with a summary, the files you wrote and one follow-up."
+)
+
+CALC_PY = '''"""A tiny calculator."""
+
+
+def add(a: float, b: float) -> float:
+    return a + b
+
+
+def mul(a: float, b: float) -> float:
+    return a * b
+
+
+def div(a: float, b: float) -> float:
+    return a / b
+'''
+
+TEST_CALC_PY = """from calc import add, mul
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+def test_mul():
+    assert mul(2, 3) == 6
+"""
+
+
+def make_demo_project() -> Path:
+    """A throwaway project for the demo session to work in."""
+    root = Path(tempfile.mkdtemp(prefix="swarmdeck-demo-"))
+    (root / "calc.py").write_text(CALC_PY)
+    (root / "tests").mkdir()
+    (root / "tests" / "test_calc.py").write_text(TEST_CALC_PY)
+    (root / "README.md").write_text("# calc\n\nA tiny calculator used by the swarmdeck demo.\n")
+    return root
+
+
+def demo_script() -> Path:
+    """The packaged script of the demo's model."""
+    return Path(str(files("swarmdeck.testing") / "scripts" / "demo.yaml"))
+
+
+@app.command()
+def demo() -> None:
+    """Run a durable session against a scripted model: no key and no network needed."""
+    from swarmdeck.testing.fake_llm import FakeLLM
+
+    console = Console()
+    project = make_demo_project()
+    console.print(
+        Panel.fit(
+            "The model in this demo is [bold]scripted[/]: a fake LLM server on 127.0.0.1 "
+            "answers from a fixed script,\nthrough the real OpenAI SDK. Everything else is real: "
+            "the durable session on SQLite,\nthe tools confined to the project directory, "
+            "and the transcript in the catalog.",
+            title="swarmdeck demo",
+            border_style="cyan",
+        )
+    )
+    console.print(f"project: {project}\n")
+    with FakeLLM(demo_script()) as fake:
+        host = Host()
+        host.services.providers.register(
+            ProviderConfig(
+                key="demo",
+                kind="openai",
+                base_url=fake.openai_base_url,
+                model="scripted",
+                display_name="scripted demo model",
+                needs_key=False,
+            )
+        )
+        record = host.create_session(
+            SessionRequest(DEMO_TASK, "demo:scripted", project, title="swarmdeck demo")
+        )
+
+        async def go() -> None:
+            try:
+                await run_and_follow(host, record.id)
+            finally:
+                host.shutdown()
+
+        asyncio.run(go())
+    _summary(console, host, record.id, project)
+
+
+def _summary(console: Console, host: Host, session_id: str, project: Path) -> None:
+    session = host.catalog.get_session(session_id)
+    events = host.catalog.events(session_id)
+    usage = host.catalog.usage_totals([session_id])
+    table = Table(title="what the session did", box=None, header_style="bold")
+    table.add_column("step")
+    table.add_column("tool call")
+    table.add_column("outcome")
+    step = 0
+    for ev in events:
+        if ev.kind != "tool_result":
+            continue
+        step += 1
+        outcome = ev.payload["content"].splitlines()[0][:70] if ev.payload["content"] else ""
+        style = "red" if ev.payload.get("is_error") else "green"
+        table.add_row(str(step), ev.payload["name"], f"[{style}]{outcome}[/]")
+    console.print()
+    console.print(table)
+    notes = project / "NOTES.md"
+    if notes.exists():
+        console.print(
+            Panel(Syntax(notes.read_text(), "markdown"), title="NOTES.md, written by the agent")
+        )
+    if session.result is not None:
+        console.print(Panel(json.dumps(session.result, indent=2), title="submitted result"))
+    console.print(
+        f"session [bold]{session.id}[/] · status [bold green]{session.status}[/] · "
+        f"{usage.turns} model turns · {usage.input + usage.output} tokens\n"
+        f"transcript: [bold]swarmdeck sessions show {session.id}[/]  "
+        f"(stored in {host.settings.store_url.removeprefix('sqlite:///')})\n"
+        "next: point swarmdeck at a real provider — `swarmdeck key set openai`, then\n"
+        f'      `swarmdeck run "explain this repo" --model openai:gpt-4.1 --workdir .`'
+    )

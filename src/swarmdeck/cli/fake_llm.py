@@ -1,0 +1,24 @@
+"""`swarmdeck fake-llm`: the scripted loopback LLM server, for trying and testing agents."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from swarmdeck.cli.app import app
+from swarmdeck.errors import UsageError
+
+
+@app.command("fake-llm")
+def fake_llm(
+    script: Annotated[Path, typer.Option(help="YAML or JSON script of the model's replies.")],
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0 picks a free one).")] = 0,
+) -> None:
+    """Serve OpenAI- and Anthropic-compatible endpoints that answer from a script."""
+    from swarmdeck.testing.fake_llm import run_fake_llm
+
+    if not script.is_file():
+        raise UsageError(f"script not found: {script}", "pass a YAML or JSON file to --script")
+    run_fake_llm(port, script)

@@ -1,0 +1,193 @@
+"""`swarmdeck sessions`: list, show, follow and resume sessions from the catalog."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import sys
+import time
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from swarmdeck.catalog.catalog import Catalog
+from swarmdeck.catalog.records import TERMINAL_STATUSES, SessionRecord
+from swarmdeck.cli.app import app
+from swarmdeck.config import load_settings
+from swarmdeck.runtime.host import Host
+from swarmdeck.ui.progress import ProgressPrinter
+
+sessions_app = typer.Typer(help="List, inspect, follow and resume sessions.", no_args_is_help=True)
+app.add_typer(sessions_app, name="sessions")
+
+STATUS_STYLE = {
+    "completed": "green",
+    "failed": "red",
+    "cancelled": "dim",
+    "budget_exceeded": "red",
+    "running": "yellow",
+    "waiting": "cyan",
+    "idle": "cyan",
+    "input_required": "magenta",
+}
+
+
+def open_catalog() -> Catalog:
+    """The catalog alone, without launching the engine (fast, read-mostly commands)."""
+    from swarmdeck.secrets.redact import load_redactor
+    from swarmdeck.secrets.store import CredentialStore
+
+    settings = load_settings()
+    redactor = load_redactor(CredentialStore(settings.credentials_dir))
+    return Catalog.open(settings.store_url, redactor.redact)
+
+
+def _when(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _title(s: SessionRecord) -> str:
+    text = s.title or s.task
+    flat = " ".join(text.split())
+    return flat[:60] + ("…" if len(flat) > 60 else "")
+
+
+@sessions_app.command("ls")
+def ls(
+    status: Annotated[str | None, typer.Option(help="Only sessions with this status.")] = None,
+    limit: Annotated[int, typer.Option(help="How many, newest first.")] = 30,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON array on stdout.")] = False,
+) -> None:
+    """List sessions, newest first."""
+    rows = open_catalog().list_sessions(status=status, limit=limit)
+    if as_json:
+        print(json.dumps([_summary(s) for s in rows]))
+        return
+    if not rows:
+        Console(stderr=True).print("no sessions yet — try `swarmdeck demo`")
+        return
+    table = Table(box=None, header_style="bold")
+    for col in ("id", "status", "mode", "model", "parent", "created", "task"):
+        table.add_column(col)
+    for s in rows:
+        style = STATUS_STYLE.get(s.status, "")
+        table.add_row(
+            s.id,
+            f"[{style}]{s.status}[/]" if style else s.status,
+            s.mode,
+            s.model,
+            s.parent_id or "",
+            _when(s.created_at),
+            _title(s),
+        )
+    Console().print(table)
+
+
+def _summary(s: SessionRecord) -> dict[str, object]:
+    return {
+        "id": s.id,
+        "parent_id": s.parent_id,
+        "status": s.status,
+        "mode": s.mode,
+        "model": s.model,
+        "workdir": s.workdir,
+        "title": s.title,
+        "created_at": s.created_at,
+        "updated_at": s.updated_at,
+    }
+
+
+@sessions_app.command("show")
+def show(
+    session_id: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="The record and transcript as JSON.")
+    ] = False,
+) -> None:
+    """Show a session's record and its transcript."""
+    catalog = open_catalog()
+    s = catalog.get_session(catalog.resolve_session_id(session_id))
+    events = catalog.events(s.id)
+    usage = catalog.usage_totals([s.id])
+    if as_json:
+        doc = {
+            **_summary(s),
+            "task": s.task,
+            "result": s.result,
+            "final_text": s.final_text,
+            "error": s.error,
+            "usage": {"turns": usage.turns, **usage.tokens(), "cost_usd": usage.cost_usd},
+            "events": [{"seq": e.seq, "kind": e.kind, "payload": e.payload} for e in events],
+        }
+        print(json.dumps(doc, ensure_ascii=False))
+        return
+    console = Console()
+    console.print(f"[bold]session[/] {s.id}  [{STATUS_STYLE.get(s.status, '')}]{s.status}[/]")
+    console.print(f"model {s.model} · mode {s.mode} · workdir {s.workdir}")
+    if s.parent_id:
+        console.print(f"parent {s.parent_id}")
+    cost = f" · ${usage.cost_usd:.4f}" if usage.cost_usd is not None else ""
+    console.print(f"turns {usage.turns} · tokens in {usage.input} out {usage.output}{cost}")
+    if s.error:
+        console.print(f"[red]error[/] {s.error}")
+    console.print()
+    printer = ProgressPrinter(console)
+    for ev in events:
+        printer(ev)
+    if s.result is not None:
+        console.print_json(json.dumps(s.result))
+
+
+@sessions_app.command("tail")
+def tail(
+    session_id: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
+    follow: Annotated[
+        bool, typer.Option("--follow/--no-follow", "-f", help="Keep following.")
+    ] = True,
+    timeout: Annotated[float, typer.Option(help="Stop following after this many seconds.")] = 0,
+) -> None:
+    """Print a session's transcript and follow it until the session ends."""
+    catalog = open_catalog()
+    sid = catalog.resolve_session_id(session_id)
+    printer = ProgressPrinter()
+    cursor = 0
+    started = time.monotonic()
+    while True:
+        for ev in catalog.events(sid, after_id=cursor):
+            cursor = max(cursor, ev.id)
+            printer(ev)
+        status = catalog.get_session(sid).status
+        if not follow or status in TERMINAL_STATUSES:
+            break
+        if timeout and time.monotonic() - started > timeout:
+            break
+        time.sleep(0.2)
+    print(f"session {sid}: {catalog.get_session(sid).status}", file=sys.stderr)
+
+
+@sessions_app.command("resume")
+def resume(
+    session_id: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
+) -> None:
+    """Resume a session whose process died: take over its work and run it to the end here."""
+    from swarmdeck.cli.run import exit_code_for, run_and_follow
+
+    host = Host()
+    sid = host.catalog.resolve_session_id(session_id)
+
+    async def go() -> str:
+        try:
+            host.launch().recover_dead_workers()
+            outcome = await run_and_follow(host, sid)
+            return outcome.get("status", "failed")
+        finally:
+            host.shutdown()
+
+    status = asyncio.run(go())
+    final = host.catalog.get_session(sid)
+    print(final.final_text or "")
+    print(f"session {sid}: {final.status}", file=sys.stderr)
+    raise typer.Exit(exit_code_for(status))

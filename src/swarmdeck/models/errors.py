@@ -1,0 +1,233 @@
+"""Classify provider failures: which are worth retrying, and what the user should do about the rest."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from swarmdeck.errors import ProviderError
+
+# GLM answers these with HTTP 429 although waiting does not help: the balance or plan quota is gone.
+GLM_QUOTA_CODES = frozenset({"1113", "1304", "1308", "1310"})
+# OpenAI and Moonshot report an exhausted account as a 429 with one of these codes or types.
+QUOTA_CODES = frozenset(
+    {"insufficient_quota", "exceeded_current_quota_error", "billing_hard_limit"}
+)
+# Anthropic streams errors as events with a type and no HTTP status of their own.
+ANTHROPIC_TYPE_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "overloaded_error": 529,
+}
+VENDOR_MESSAGE_MAX = 300
+
+
+def classify(
+    status: int | None,
+    body: Mapping[str, Any] | str | None,
+    headers: Mapping[str, str] | None = None,
+    *,
+    provider: str = "provider",
+) -> ProviderError:
+    """The ProviderError for an HTTP failure: retryable or fatal, with a one-line what-to-do."""
+    fields = _error_fields(body)
+    if status is None or status < 400:
+        # Errors streamed after a 200 carry their meaning only in the body.
+        status = ANTHROPIC_TYPE_STATUS.get(fields.type, status)
+    vendor = _one_line(fields.message)
+    said = f": {vendor}" if vendor else ""
+    retry_after = parse_retry_after(headers)
+    if status is None:
+        return ProviderError(
+            f"{provider} failed without an HTTP status{said}",
+            "retrying; check the endpoint if this repeats",
+            retryable=True,
+        )
+    if status == 429 and _is_quota(fields):
+        return ProviderError(
+            f"{provider}: quota exhausted ({status}){said}",
+            "top up or wait for the plan's quota to reset; not retried",
+            retryable=False,
+            status=status,
+        )
+    return _by_status(status, said, retry_after, provider)
+
+
+def _by_status(status: int, said: str, retry_after: float | None, provider: str) -> ProviderError:
+    """The error for a status code whose body said nothing more specific."""
+    fatal = {
+        400: (
+            f"{provider} rejected the request (400){said}",
+            "the request is invalid; not retried",
+        ),
+        401: (f"{provider}: bad key (401){said}", f"run `swarmdeck key set {provider}`"),
+        402: (f"{provider}: no balance (402){said}", "top up the account with the vendor"),
+        403: (
+            f"{provider}: bad key or no access (403){said}",
+            f"run `swarmdeck key set {provider}`",
+        ),
+        404: (
+            f"{provider}: model or endpoint not found (404){said}",
+            "check the model name and base_url: `swarmdeck provider ls`",
+        ),
+        413: (f"{provider}: request too large (413){said}", "shorten the conversation"),
+    }
+    if status in fatal:
+        message, hint = fatal[status]
+        return ProviderError(message, hint, retryable=False, status=status)
+    if status == 429:
+        return ProviderError(
+            f"{provider}: rate limited (429){said}",
+            "retrying after the provider's cooldown",
+            retryable=True,
+            status=status,
+            retry_after=retry_after,
+        )
+    if status in (408, 409) or status >= 500:
+        return ProviderError(
+            f"{provider}: temporary failure ({status}){said}",
+            "retrying with backoff",
+            retryable=True,
+            status=status,
+            retry_after=retry_after,
+        )
+    return ProviderError(
+        f"{provider}: request failed ({status}){said}",
+        "not retried; check the request and the provider settings",
+        retryable=False,
+        status=status,
+    )
+
+
+def _is_quota(fields: _Fields) -> bool:
+    """A 429 that waiting cannot fix: the balance or the plan's quota is used up."""
+    return (
+        fields.code in GLM_QUOTA_CODES or fields.code in QUOTA_CODES or fields.type in QUOTA_CODES
+    )
+
+
+def unreachable(provider: str, base_url: str, detail: str) -> ProviderError:
+    """The endpoint did not answer (refused, DNS, TLS): retryable, but say where we tried."""
+    return ProviderError(
+        f"cannot reach {base_url}: {_one_line(detail) or 'connection failed'}",
+        f"is the {provider} endpoint up? check base_url with `swarmdeck provider ls`",
+        retryable=True,
+    )
+
+
+def timed_out(provider: str, base_url: str, timeout_s: float) -> ProviderError:
+    """No answer within the provider's timeout."""
+    return ProviderError(
+        f"{provider}: no answer from {base_url} within {timeout_s:g}s",
+        "retrying; raise timeout_s in the provider file if the model is slow",
+        retryable=True,
+    )
+
+
+def stream_cut(provider: str, detail: str = "") -> ProviderError:
+    """The streamed answer ended before the vendor said it was complete."""
+    suffix = f": {_one_line(detail)}" if detail else ""
+    return ProviderError(
+        f"{provider}: the streamed answer was cut off{suffix}",
+        "retrying the whole turn",
+        retryable=True,
+    )
+
+
+def parse_retry_after(
+    headers: Mapping[str, str] | None, now: Callable[[], float] = time.time
+) -> float | None:
+    """Seconds to wait from `retry-after-ms`, or `Retry-After` as seconds or an HTTP date."""
+    if not headers:
+        return None
+    lowered = {k.lower(): v for k, v in headers.items()}
+    millis = lowered.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    raw = lowered.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(raw)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - now())
+
+
+@dataclass(frozen=True)
+class _Fields:
+    """What vendors put in an error body: a message, a code and a type."""
+
+    message: str = ""
+    code: str = ""
+    type: str = ""
+
+
+def _error_fields(body: Mapping[str, Any] | str | None) -> _Fields:
+    """Message, code and type from OpenAI-, Anthropic- and GLM-shaped bodies (or raw text)."""
+    if isinstance(body, str):
+        try:
+            body = json.loads(body)
+        except ValueError:
+            return _Fields(message=body)
+    if not isinstance(body, Mapping):
+        return _Fields()
+    # SDKs hand us either the whole body or just its `error` object.
+    inner = body.get("error", body)
+    if isinstance(inner, str):
+        return _Fields(message=inner, code=_text(body.get("code")), type=_text(body.get("type")))
+    if not isinstance(inner, Mapping):
+        return _Fields()
+    return _Fields(
+        message=_text(inner.get("message") or body.get("message")),
+        code=_text(inner.get("code") if inner.get("code") is not None else body.get("code")),
+        type=_text(inner.get("type")),
+    )
+
+
+def _text(value: Any) -> str:
+    """A scalar as text; None as the empty string."""
+    return "" if value is None else str(value)
+
+
+def _one_line(text: str) -> str:
+    """Collapse whitespace, cap the length, and pass through the shared redactor."""
+    flat = " ".join(text.split())
+    if len(flat) > VENDOR_MESSAGE_MAX:
+        flat = flat[: VENDOR_MESSAGE_MAX - 1] + "…"
+    return redact(flat)
+
+
+def redact(text: str) -> str:
+    """The project's redaction filter when it is installed; identity otherwise."""
+    try:
+        from swarmdeck.secrets.redact import default_redactor
+    except ImportError:
+        return text
+    try:
+        redactor: Any = default_redactor()
+        if hasattr(redactor, "redact"):
+            return str(redactor.redact(text))
+        return str(redactor(text))
+    except Exception:
+        # Fail closed: a broken redactor must not let vendor text through unfiltered.
+        return "(details withheld: the redaction filter failed)"

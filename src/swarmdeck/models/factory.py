@@ -1,0 +1,28 @@
+"""Build the adapter a provider's kind calls for."""
+
+from __future__ import annotations
+
+import httpx2
+
+from swarmdeck.models.anthropic import AnthropicModel
+from swarmdeck.models.limiter import ProviderLimiter
+from swarmdeck.models.openai_compat import OpenAICompatModel
+from swarmdeck.models.registry import ProviderConfig
+from swarmdeck.models.retry import KeyLoader, missing_key
+from swarmdeck.models.types import ChatModel
+
+
+def build_chat_model(
+    config: ProviderConfig,
+    model_name: str,
+    key_loader: KeyLoader,
+    limiter: ProviderLimiter,
+    http_client: httpx2.AsyncClient | None = None,
+) -> ChatModel:
+    """The ChatModel for `config`; MissingKeyError up front when a needed key is not stored."""
+    # Checked here so a missing key fails before any session starts; the value is not kept.
+    if config.needs_key and not key_loader():
+        raise missing_key(config.key)
+    if config.kind == "anthropic":
+        return AnthropicModel(config, model_name, key_loader, limiter, http_client)
+    return OpenAICompatModel(config, model_name, key_loader, limiter, http_client)

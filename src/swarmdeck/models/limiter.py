@@ -1,0 +1,444 @@
+"""Per-provider concurrency, requests per minute and 429 cooldown, shared by every process on one store."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from sqlalchemy import (
+    Column,
+    ColumnElement,
+    Double,
+    Engine,
+    Integer,
+    MetaData,
+    Select,
+    String,
+    Table,
+    Update,
+    bindparam,
+    case,
+    literal_column,
+    select,
+    update,
+)
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from swarmdeck.models.registry import ProviderConfig
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# When no slot is free we poll; jitter keeps processes from polling in lockstep.
+POLL_MIN_S = 0.02
+POLL_MAX_S = 0.05
+# Waking everyone at the exact end of a cooldown would be a storm of its own.
+WAKE_JITTER_S = 0.05
+# A lease outlives the call's timeout a little, so only a crashed holder's slot is reclaimed.
+LEASE_MARGIN_S = 60.0
+DB_THREADS = 4
+
+metadata = MetaData()
+
+limiter_slots = Table(
+    "limiter_slots",
+    metadata,
+    Column("provider", String(64), primary_key=True),
+    Column("idx", Integer, primary_key=True, autoincrement=False),
+    Column("holder", String(64), nullable=True),
+    Column("expires_at", Double, nullable=False, default=0.0),
+)
+
+limiter_state = Table(
+    "limiter_state",
+    metadata,
+    Column("provider", String(64), primary_key=True),
+    # Generic cell rate algorithm: the earliest time the next request may go, minus the burst.
+    Column("next_free", Double, nullable=False, default=0.0),
+    Column("cooldown_until", Double, nullable=False, default=0.0),
+)
+
+
+@dataclass(frozen=True)
+class _Pace:
+    """Rate parameters of one provider: spacing between requests and the burst allowed."""
+
+    interval: float
+    tolerance: float
+
+    @classmethod
+    def of(cls, config: ProviderConfig) -> _Pace:
+        """No rpm means no spacing; otherwise up to `concurrency` requests may go at once."""
+        if not config.rpm:
+            return cls(0.0, 0.0)
+        interval = 60.0 / config.rpm
+        burst = max(1, min(config.concurrency, config.rpm))
+        return cls(interval, (burst - 1) * interval)
+
+
+@dataclass(frozen=True)
+class _Lease:
+    """A held slot; `idx` is None for the in-process backend."""
+
+    provider: str
+    holder: str
+    idx: int | None = None
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    """The outcome of one try: a lease, or how long to wait (None: poll shortly)."""
+
+    lease: _Lease | None = None
+    wait: float | None = None
+
+
+class ProviderLimiter:
+    """Concurrency, rpm and cooldown per provider; shared via the database when given an engine."""
+
+    def __init__(self, engine: Engine | None = None) -> None:
+        self._backend: _MemoryBackend | _SqlBackend = (
+            _SqlBackend(engine) if engine is not None else _MemoryBackend()
+        )
+        # Callers of one process queue here first, so at most `concurrency` of them poll the DB.
+        self._gates: dict[tuple[str, int], asyncio.Semaphore] = {}
+
+    @asynccontextmanager
+    async def slot(self, config: ProviderConfig) -> AsyncIterator[None]:
+        """Wait for the cooldown, an rpm token and a free slot; hold the slot for the block."""
+        gate = self._gates.setdefault(
+            (config.key, config.concurrency), asyncio.Semaphore(config.concurrency)
+        )
+        async with gate:
+            lease = await self._backend.acquire(config)
+            try:
+                yield
+            finally:
+                # Shielded: a cancelled call must still give its slot back.
+                await asyncio.shield(self._backend.release(lease))
+
+    async def cool_down(self, provider: str, seconds: float) -> None:
+        """Hold back every caller of `provider` for `seconds` (an earlier, longer cooldown stays)."""
+        if seconds > 0:
+            await self._backend.cool_down(provider, seconds)
+
+    async def cooldown_remaining(self, provider: str) -> float:
+        """Seconds until `provider` may be called again; 0 when not cooling down."""
+        return await self._backend.cooldown_remaining(provider)
+
+    def close(self) -> None:
+        """Stop the limiter's database threads."""
+        if isinstance(self._backend, _SqlBackend):
+            self._backend.close()
+
+
+def _poll_delay(wait: float | None) -> float:
+    """How long to sleep before trying again."""
+    if wait is None or wait <= 0:
+        return random.uniform(POLL_MIN_S, POLL_MAX_S)
+    return wait + random.uniform(0, min(WAKE_JITTER_S, wait))
+
+
+@dataclass
+class _MemoryBackend:
+    """Single-process limiter for tests and embedded use: the gate is the concurrency cap."""
+
+    next_free: dict[str, float] = field(default_factory=dict)
+    cooldown_until: dict[str, float] = field(default_factory=dict)
+
+    async def acquire(self, config: ProviderConfig) -> _Lease:
+        """Wait out cooldown and rpm spacing."""
+        pace = _Pace.of(config)
+        while True:
+            now = time.monotonic()
+            cooling = self.cooldown_until.get(config.key, 0.0) - now
+            next_free = self.next_free.get(config.key, 0.0)
+            pacing = next_free - pace.tolerance - now
+            if cooling <= 0 and pacing <= 0:
+                self.next_free[config.key] = max(next_free, now) + pace.interval
+                return _Lease(config.key, holder="local")
+            await asyncio.sleep(_poll_delay(max(cooling, pacing)))
+
+    async def release(self, lease: _Lease) -> None:
+        """Nothing to do: the gate is released by the caller."""
+
+    async def cool_down(self, provider: str, seconds: float) -> None:
+        """Push the provider's cooldown out to now + seconds."""
+        until = time.monotonic() + seconds
+        self.cooldown_until[provider] = max(self.cooldown_until.get(provider, 0.0), until)
+
+    async def cooldown_remaining(self, provider: str) -> float:
+        """Seconds left of the cooldown."""
+        return max(0.0, self.cooldown_until.get(provider, 0.0) - time.monotonic())
+
+
+@dataclass(frozen=True)
+class _Statements:
+    """The limiter's SQL, built once with bound parameters (building it costs more than running it)."""
+
+    take_token: Update
+    waits: Select[Any]
+    take_slot: Update
+    release: Update
+    cool_down: Update
+    remaining: Select[Any]
+    client_clock: bool
+
+    @classmethod
+    def build(cls, dialect: str) -> _Statements:
+        """Statements for a dialect; the clock is the database's where we know how to read it."""
+        now: ColumnElement[float]
+        if dialect == "sqlite":
+            now = literal_column("((julianday('now') - 2440587.5) * 86400.0)", Double)
+        elif dialect == "postgresql":
+            now = literal_column(
+                "CAST(EXTRACT(EPOCH FROM statement_timestamp()) AS DOUBLE PRECISION)", Double
+            )
+        else:
+            now = bindparam("b_now", type_=Double)
+        state, slots = limiter_state.c, limiter_slots.c
+        provider = bindparam("b_provider", type_=String)
+        tolerance = bindparam("b_tolerance", type_=Double)
+        free = slots.holder.is_(None) | (slots.expires_at < now)
+        candidate = (
+            select(slots.idx)
+            .where(
+                slots.provider == provider, slots.idx < bindparam("b_count", type_=Integer), free
+            )
+            .order_by(slots.idx)
+            .limit(1)
+            .scalar_subquery()
+        )
+        until = now + bindparam("b_seconds", type_=Double)
+        return cls(
+            take_token=update(limiter_state)
+            .where(
+                state.provider == provider,
+                state.cooldown_until <= now,
+                state.next_free <= now + tolerance,
+            )
+            .values(
+                next_free=case((state.next_free > now, state.next_free), else_=now)
+                + bindparam("b_interval", type_=Double)
+            ),
+            waits=select(state.cooldown_until - now, state.next_free - tolerance - now).where(
+                state.provider == provider
+            ),
+            take_slot=update(limiter_slots)
+            .where(slots.provider == provider, slots.idx == candidate, free)
+            .values(
+                holder=bindparam("b_holder", type_=String),
+                expires_at=now + bindparam("b_lease", type_=Double),
+            )
+            .returning(slots.idx),
+            release=update(limiter_slots)
+            .where(
+                slots.provider == provider,
+                slots.idx == bindparam("b_idx", type_=Integer),
+                slots.holder == bindparam("b_holder", type_=String),
+            )
+            .values(holder=None, expires_at=0.0),
+            cool_down=update(limiter_state)
+            .where(state.provider == provider)
+            .values(
+                cooldown_until=case(
+                    (state.cooldown_until > until, state.cooldown_until), else_=until
+                )
+            ),
+            remaining=select(state.cooldown_until - now).where(state.provider == provider),
+            client_clock=dialect not in ("sqlite", "postgresql"),
+        )
+
+
+class _SqlBackend:
+    """Slots, rpm and cooldown as rows, changed by atomic UPDATEs; clocks come from the database."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        # Own small pool: DB waits must not starve the loop's default executor.
+        self._executor = ThreadPoolExecutor(DB_THREADS, thread_name_prefix="swarmdeck-limiter")
+        self._ready: set[tuple[str, int]] = set()
+        self._tables_ready = False
+        self._lock = threading.Lock()
+        self._statements = _Statements.build(engine.dialect.name)
+
+    def close(self) -> None:
+        """Shut the DB threads down."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a blocking DB function off the event loop."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    async def acquire(self, config: ProviderConfig) -> _Lease:
+        """Poll until the cooldown is over, an rpm token is free and a slot is ours."""
+        holder = f"{os.getpid()}-{uuid.uuid4().hex[:16]}"
+        while True:
+            try:
+                attempt = await self._run(self._try_acquire, config, holder)
+            except OperationalError as exc:
+                # SQLite's "database is locked" after its busy timeout: just try again.
+                log.debug("limiter: acquire for %s failed, retrying: %s", config.key, exc)
+                attempt = _Attempt()
+            if attempt.lease is not None:
+                return attempt.lease
+            await asyncio.sleep(_poll_delay(attempt.wait))
+
+    async def release(self, lease: _Lease) -> None:
+        """Free the slot if it is still ours (an expired lease may have been taken over)."""
+        for delay in (0.0, 0.05, 0.2, 1.0):
+            await asyncio.sleep(delay)
+            try:
+                await self._run(self._release, lease)
+                return
+            except OperationalError as exc:
+                log.debug("limiter: release for %s failed: %s", lease.provider, exc)
+        log.warning(
+            "limiter: could not free a %s slot; it frees itself when its lease expires",
+            lease.provider,
+        )
+
+    async def cool_down(self, provider: str, seconds: float) -> None:
+        """Push the provider's shared cooldown out to now + seconds."""
+        await self._run(self._cool_down, provider, seconds)
+
+    async def cooldown_remaining(self, provider: str) -> float:
+        """Seconds left of the shared cooldown."""
+        return await self._run(self._cooldown_remaining, provider)
+
+    # --- blocking parts, run in the executor -------------------------------------------------
+
+    def _params(self, **values: Any) -> dict[str, Any]:
+        """Bound values, plus the client clock for databases whose clock we cannot read."""
+        if self._statements.client_clock:
+            values["b_now"] = time.time()
+        return values
+
+    def _try_acquire(self, config: ProviderConfig, holder: str) -> _Attempt:
+        """One transaction: take an rpm token past the cooldown, then a free or expired slot."""
+        self._ensure(config)
+        pace = _Pace.of(config)
+        sql = self._statements
+        with self._engine.connect() as conn:
+            # The first statement writes, so SQLite takes its write lock here (and waits for it
+            # under busy_timeout) instead of failing on a later read-to-write upgrade.
+            token = conn.execute(
+                sql.take_token,
+                self._params(
+                    b_provider=config.key, b_tolerance=pace.tolerance, b_interval=pace.interval
+                ),
+            )
+            if token.rowcount == 0:
+                waits = conn.execute(
+                    sql.waits, self._params(b_provider=config.key, b_tolerance=pace.tolerance)
+                ).one()
+                conn.rollback()
+                return _Attempt(wait=max(float(waits[0]), float(waits[1]), 0.0))
+            taken = conn.execute(
+                sql.take_slot,
+                self._params(
+                    b_provider=config.key,
+                    b_count=config.concurrency,
+                    b_holder=holder,
+                    b_lease=config.timeout_s + LEASE_MARGIN_S,
+                ),
+            ).first()
+            if taken is None:
+                # Give the rpm token back: the slot holders elsewhere are still busy.
+                conn.rollback()
+                return _Attempt()
+            conn.commit()
+            return _Attempt(lease=_Lease(config.key, holder, int(taken[0])))
+
+    def _release(self, lease: _Lease) -> None:
+        """Free our slot row."""
+        with self._engine.begin() as conn:
+            conn.execute(
+                self._statements.release,
+                {"b_provider": lease.provider, "b_idx": lease.idx, "b_holder": lease.holder},
+            )
+
+    def _cool_down(self, provider: str, seconds: float) -> None:
+        """Set cooldown_until to the later of its value and now + seconds."""
+        self._ensure_state(provider)
+        with self._engine.begin() as conn:
+            conn.execute(
+                self._statements.cool_down, self._params(b_provider=provider, b_seconds=seconds)
+            )
+
+    def _cooldown_remaining(self, provider: str) -> float:
+        """Seconds left of the cooldown, 0 when there is none."""
+        self._create_tables()
+        with self._engine.connect() as conn:
+            left = conn.execute(
+                self._statements.remaining, self._params(b_provider=provider)
+            ).scalar()
+        return max(0.0, float(left or 0.0))
+
+    # --- schema and rows, created on first use -----------------------------------------------
+
+    def _ensure(self, config: ProviderConfig) -> None:
+        """Tables, the provider's state row and its slot rows exist (checked once per process)."""
+        marker = (config.key, config.concurrency)
+        if marker in self._ready:
+            return
+        self._ensure_state(config.key)
+        rows = [
+            {"provider": config.key, "idx": i, "holder": None, "expires_at": 0.0}
+            for i in range(config.concurrency)
+        ]
+        self._insert_missing(limiter_slots, rows)
+        with self._lock:
+            self._ready.add(marker)
+
+    def _ensure_state(self, provider: str) -> None:
+        """The provider's state row exists."""
+        if (provider, -1) in self._ready:
+            return
+        self._create_tables()
+        self._insert_missing(
+            limiter_state, [{"provider": provider, "next_free": 0.0, "cooldown_until": 0.0}]
+        )
+        with self._lock:
+            self._ready.add((provider, -1))
+
+    def _create_tables(self) -> None:
+        """Create the limiter tables if missing; another process creating them too is fine."""
+        if self._tables_ready:
+            return
+        try:
+            metadata.create_all(self._engine, checkfirst=True)
+        except DBAPIError:
+            # Lost a race with another process creating the same tables; they exist now.
+            metadata.create_all(self._engine, checkfirst=True)
+        self._tables_ready = True
+
+    def _insert_missing(self, table: Table, rows: list[dict[str, Any]]) -> None:
+        """Insert rows whose primary key is not there yet, atomically against other processes."""
+        dialect = self._engine.dialect.name
+        with self._engine.begin() as conn:
+            if dialect in ("sqlite", "postgresql"):
+                if dialect == "sqlite":
+                    from sqlalchemy.dialects.sqlite import insert
+                else:
+                    from sqlalchemy.dialects.postgresql import insert
+                conn.execute(insert(table).on_conflict_do_nothing(), rows)
+                return
+            keys = [c.name for c in table.primary_key.columns]
+            for row in rows:
+                found = conn.execute(
+                    select(*table.primary_key.columns).where(*(table.c[k] == row[k] for k in keys))
+                ).first()
+                if found is None:
+                    conn.execute(table.insert(), [row])

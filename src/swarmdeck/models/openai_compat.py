@@ -1,0 +1,328 @@
+"""ChatModel over OpenAI-compatible Chat Completions (OpenAI, DeepSeek, Kimi, GLM, vLLM, Ollama)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+import openai
+
+from swarmdeck.errors import ProviderError
+from swarmdeck.models import errors
+from swarmdeck.models.limiter import ProviderLimiter
+from swarmdeck.models.pricing import cost_usd
+from swarmdeck.models.registry import ProviderConfig
+from swarmdeck.models.retry import (
+    CallbackError,
+    KeyLoader,
+    SharedHttpClient,
+    call_with_retry,
+    emit,
+    http_timeout,
+    load_key,
+    scrub,
+)
+from swarmdeck.models.types import Completion, DeltaCallback, Message, ToolCall, ToolSpec, Usage
+
+FINISH_REASONS = {
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "stop": "stop",
+    "length": "length",
+}
+
+
+class OpenAICompatModel:
+    """Streams a Chat Completions turn and reassembles text, tool calls, reasoning and usage."""
+
+    def __init__(
+        self,
+        config: ProviderConfig,
+        model_name: str,
+        key_loader: KeyLoader,
+        limiter: ProviderLimiter,
+        http_client: httpx2.AsyncClient | None = None,
+    ) -> None:
+        self.config = config
+        self.model_name = model_name
+        self._key_loader = key_loader
+        self._limiter = limiter
+        self._http = SharedHttpClient(http_client, openai.DefaultAsyncHttpxClient)
+
+    async def complete(
+        self,
+        messages: list[Message],
+        tools: list[ToolSpec],
+        *,
+        on_delta: DeltaCallback | None = None,
+    ) -> Completion:
+        """Send the conversation, return the model's turn. Raises ProviderError."""
+        request = self.request_body(messages, tools)
+        completion = await call_with_retry(
+            self.config, self._limiter, lambda: self._attempt(request, on_delta)
+        )
+        completion.cost_usd = cost_usd(self.config.key, self.model_name, completion.usage)
+        return completion
+
+    async def aclose(self) -> None:
+        """Close the adapter's own connection pool."""
+        await self._http.aclose()
+
+    def request_body(self, messages: list[Message], tools: list[ToolSpec]) -> dict[str, Any]:
+        """The JSON body of the request, with the provider's quirks applied."""
+        config = self.config
+        body: dict[str, Any] = {
+            "model": self.model_name,
+            "messages": to_openai_messages(
+                messages, echo_reasoning=config.has_quirk("reasoning_echo")
+            ),
+            "stream": True,
+        }
+        if not config.has_quirk("no_stream_usage"):
+            body["stream_options"] = {"include_usage": True}
+        cap = "max_completion_tokens" if config.has_quirk("max_completion_tokens") else "max_tokens"
+        body[cap] = config.output_tokens
+        if tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                }
+                for t in tools
+            ]
+            if config.has_quirk("tool_choice_auto_only"):
+                # GLM rejects every other tool_choice value; "auto" is also what we want.
+                body["tool_choice"] = "auto"
+        return body
+
+    async def _attempt(self, request: dict[str, Any], on_delta: DeltaCallback | None) -> Completion:
+        """One HTTP call; every failure leaves as a ProviderError without the SDK's traceback."""
+        key = await load_key(self.config, self._key_loader)
+        client: openai.AsyncOpenAI | None = openai.AsyncOpenAI(
+            api_key=key,
+            base_url=self.config.base_url,
+            max_retries=0,
+            timeout=http_timeout(self.config),
+            http_client=self._http.get(),
+        )
+        failure: BaseException
+        try:
+            stream = await client.chat.completions.create(**request)
+            async with stream:
+                return await _read_stream(stream, on_delta, self.config, self.model_name)
+        except CallbackError as exc:
+            failure = exc.original
+        except Exception as exc:
+            failure = self._translate(exc)
+        finally:
+            # Tracebacks keep frames alive; this one must not keep the keyed client.
+            client = None
+        if isinstance(failure, ProviderError):
+            failure = scrub(failure, key)
+        key = ""
+        # Raised here, outside the except block, so no SDK exception rides along as context.
+        raise failure
+
+    def _translate(self, exc: Exception) -> ProviderError:
+        """An SDK or transport exception as a classified ProviderError."""
+        config = self.config
+        if isinstance(exc, ProviderError):
+            return exc
+        if isinstance(exc, openai.APIStatusError):
+            return errors.classify(
+                exc.status_code, exc.body, exc.response.headers, provider=config.key
+            )
+        if isinstance(exc, openai.APITimeoutError):
+            return errors.timed_out(config.key, config.base_url, config.timeout_s)
+        if isinstance(exc, openai.APIConnectionError):
+            return errors.unreachable(config.key, config.base_url, _cause_text(exc))
+        if isinstance(exc, openai.APIError):
+            # An error event inside an otherwise successful stream.
+            body = exc.body if exc.body is not None else exc.message
+            return errors.classify(None, body, None, provider=config.key)
+        if isinstance(exc, httpx2.TransportError | httpx2.StreamError):
+            return errors.stream_cut(config.key, f"{type(exc).__name__}: {exc}")
+        return ProviderError(
+            f"{config.key}: unexpected {type(exc).__name__}: {errors.redact(str(exc))}",
+            "an incompatible endpoint or a bug; not retried",
+            retryable=False,
+        )
+
+
+def _cause_text(exc: BaseException) -> str:
+    """The underlying reason of a connection error ("All connection attempts failed", ...)."""
+    cause = exc.__cause__ or exc.__context__
+    text = str(cause) if cause is not None and str(cause) else str(exc)
+    return errors.redact(text)
+
+
+def to_openai_messages(messages: list[Message], *, echo_reasoning: bool) -> list[dict[str, Any]]:
+    """Neutral messages as Chat Completions messages; system text first, in one message."""
+    system = "\n\n".join(m.content for m in messages if m.role == "system" and m.content)
+    out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    for message in messages:
+        if message.role == "user":
+            out.append({"role": "user", "content": message.content})
+        elif message.role == "assistant":
+            out.append(_assistant_message(message, echo_reasoning))
+        elif message.role == "tool":
+            content = f"Error: {message.content}" if message.is_error else message.content
+            out.append(
+                {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": content}
+            )
+    return out
+
+
+def _assistant_message(message: Message, echo_reasoning: bool) -> dict[str, Any]:
+    """An assistant turn, with its tool calls and (for DeepSeek/Kimi) its reasoning."""
+    out: dict[str, Any] = {"role": "assistant", "content": message.content}
+    if message.tool_calls:
+        # Vendors want null, not "", next to tool calls.
+        out["content"] = message.content or None
+        out["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments or "{}"},
+            }
+            for call in message.tool_calls
+        ]
+    if echo_reasoning:
+        # DeepSeek rejects an assistant message without the field; "" is accepted.
+        out["reasoning_content"] = message.reasoning or ""
+    return out
+
+
+@dataclass
+class _PartialCall:
+    """A tool call being streamed: id and name arrive once, arguments in pieces."""
+
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Assembly:
+    """Everything a stream has said so far."""
+
+    text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    calls: dict[int, _PartialCall] = field(default_factory=dict)
+    usage: Usage | None = None
+    finish: str | None = None
+    model: str = ""
+
+    def add_call_delta(self, delta: Any) -> None:
+        """Merge one streamed tool-call piece, keyed by its index."""
+        index = _get(delta, "index")
+        call_id = _get(delta, "id")
+        if index is None:
+            # Some servers omit the index: a new id starts a call, otherwise it continues the last.
+            known = [i for i, c in self.calls.items() if call_id and c.id == call_id]
+            index = (
+                known[0]
+                if known
+                else (len(self.calls) if call_id or not self.calls else max(self.calls))
+            )
+        partial = self.calls.setdefault(int(index), _PartialCall())
+        if call_id and not partial.id:
+            partial.id = call_id
+        function = _get(delta, "function")
+        name = _get(function, "name")
+        # Some vendors repeat the name in later chunks; appending it would corrupt it.
+        if name and not partial.name:
+            partial.name = name
+        arguments = _get(function, "arguments")
+        if arguments:
+            partial.arguments.append(arguments)
+
+    def tool_calls(self) -> list[ToolCall]:
+        """The finished calls in index order; a missing id gets a local one."""
+        return [
+            ToolCall(
+                id=partial.id or f"call_{uuid.uuid4().hex[:24]}",
+                name=partial.name,
+                arguments="".join(partial.arguments) or "{}",
+            )
+            for _, partial in sorted(self.calls.items())
+        ]
+
+
+async def _read_stream(
+    stream: Any, on_delta: DeltaCallback | None, config: ProviderConfig, model_name: str
+) -> Completion:
+    """Consume the chunk stream into a Completion; a stream without a finish reason was cut."""
+    acc = _Assembly()
+    async for chunk in stream:
+        acc.model = acc.model or (_get(chunk, "model") or "")
+        usage = _get(chunk, "usage")
+        for choice in _get(chunk, "choices") or ():
+            # Kimi reports usage inside the choice instead of the chunk.
+            usage = usage or _get(choice, "usage")
+            await _add_choice(acc, choice, on_delta)
+        if usage:
+            acc.usage = map_usage(usage)
+    if acc.finish is None:
+        raise errors.stream_cut(config.key, "no finish_reason before the stream ended")
+    calls = acc.tool_calls()
+    return Completion(
+        text="".join(acc.text),
+        tool_calls=calls,
+        reasoning="".join(acc.reasoning) or None,
+        usage=acc.usage or Usage(),
+        stop_reason=FINISH_REASONS.get(acc.finish, acc.finish),
+        model=acc.model or model_name,
+    )
+
+
+async def _add_choice(acc: _Assembly, choice: Any, on_delta: DeltaCallback | None) -> None:
+    """Fold one choice delta into the assembly; text goes to the callback as it arrives."""
+    delta = _get(choice, "delta")
+    if delta is not None:
+        # DeepSeek and Kimi say `reasoning_content`; vLLM and Ollama say `reasoning`.
+        thought = _get(delta, "reasoning_content") or _get(delta, "reasoning")
+        if isinstance(thought, str) and thought:
+            acc.reasoning.append(thought)
+        text = _get(delta, "content")
+        if text:
+            acc.text.append(text)
+            await emit(on_delta, text)
+        for call_delta in _get(delta, "tool_calls") or ():
+            acc.add_call_delta(call_delta)
+    finish = _get(choice, "finish_reason")
+    if finish:
+        acc.finish = finish
+
+
+def map_usage(raw: Any) -> Usage:
+    """Chat Completions usage as neutral Usage; input excludes cached tokens."""
+    prompt = int(_get(raw, "prompt_tokens") or 0)
+    cached = _get(_get(raw, "prompt_tokens_details"), "cached_tokens")
+    if cached is None:
+        # DeepSeek: prompt_cache_hit_tokens; Kimi: cached_tokens at the top level.
+        cached = _get(raw, "prompt_cache_hit_tokens") or _get(raw, "cached_tokens")
+    cached = int(cached or 0)
+    reasoning = _get(_get(raw, "completion_tokens_details"), "reasoning_tokens")
+    return Usage(
+        input=max(0, prompt - cached),
+        output=int(_get(raw, "completion_tokens") or 0),
+        reasoning=int(reasoning or 0),
+        cache_read=cached,
+    )
+
+
+def _get(obj: Any, name: str) -> Any:
+    """A field of an SDK object or of a plain dict (vendor extras arrive as dicts)."""
+    if obj is None:
+        return None
+    if isinstance(obj, Mapping):
+        return obj.get(name)
+    return getattr(obj, name, None)

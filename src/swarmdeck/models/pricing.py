@@ -1,0 +1,37 @@
+"""What a call cost, from the genai-prices tables; None when the model is not priced there."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+import genai_prices
+
+from swarmdeck.models.types import Usage
+
+log = logging.getLogger(__name__)
+
+# Our provider keys where genai-prices names the vendor differently.
+PROVIDER_IDS = {"kimi": "moonshotai", "moonshot": "moonshotai", "glm": "zhipuai", "zai": "zai"}
+
+
+def cost_usd(provider_key: str, model: str, usage: Usage) -> float | None:
+    """Price of one call in USD; None for an unknown provider or model. Never raises."""
+    provider_id = PROVIDER_IDS.get(provider_key, provider_key)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            # genai-prices counts cached tokens inside the input total; our Usage keeps them apart.
+            priced = genai_prices.Usage(
+                input_tokens=usage.input + usage.cache_read + usage.cache_write,
+                cache_read_tokens=usage.cache_read,
+                cache_write_tokens=usage.cache_write,
+                output_tokens=usage.output,
+            )
+            price = genai_prices.calc_price(priced, model, provider_id=provider_id)
+    except LookupError:
+        return None
+    except Exception as exc:
+        log.debug("pricing %s:%s failed: %s", provider_key, model, exc)
+        return None
+    return float(price.total_price)

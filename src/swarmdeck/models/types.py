@@ -1,0 +1,100 @@
+"""Provider-neutral conversation types: what the runtime hands an adapter and gets back."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One call the model asked for; `arguments` is the raw JSON text the model produced."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class Message:
+    """One entry of the conversation, in the runtime's own neutral form."""
+
+    role: Role
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    # Hidden reasoning some vendors (DeepSeek, Kimi) require to be sent back verbatim.
+    reasoning: str | None = None
+    is_error: bool = False
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool as the model sees it: name, description, JSON schema of its arguments."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass
+class Usage:
+    """Token counts for one provider call."""
+
+    input: int = 0
+    output: int = 0
+    reasoning: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+
+    def add(self, other: Usage) -> None:
+        """Accumulate another call's counts into this one."""
+        self.input += other.input
+        self.output += other.output
+        self.reasoning += other.reasoning
+        self.cache_read += other.cache_read
+        self.cache_write += other.cache_write
+
+    def as_dict(self) -> dict[str, int]:
+        """The counts as the plain dict the contract prints."""
+        return {
+            "input": self.input,
+            "output": self.output,
+            "reasoning": self.reasoning,
+            "cache_read": self.cache_read,
+            "cache_write": self.cache_write,
+        }
+
+
+@dataclass
+class Completion:
+    """One model turn: its text, the tool calls it asked for, and what it cost."""
+
+    text: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    reasoning: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    stop_reason: str = "stop"
+    model: str = ""
+    cost_usd: float | None = None
+
+
+# Streamed text goes to a callback so the runtime can emit progress events.
+DeltaCallback = Callable[[str], Awaitable[None] | None]
+
+
+class ChatModel(Protocol):
+    """What the runtime needs from a provider adapter."""
+
+    async def complete(
+        self,
+        messages: list[Message],
+        tools: list[ToolSpec],
+        *,
+        on_delta: DeltaCallback | None = None,
+    ) -> Completion:
+        """Send the conversation, return the model's turn. Raises ProviderError."""
+        ...

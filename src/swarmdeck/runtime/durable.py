@@ -1,0 +1,38 @@
+"""What the session loop needs from a durable engine; runtime/engine.py provides it on DBOS."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+
+class Durable(Protocol):
+    """Durable primitives available inside a session workflow."""
+
+    async def step(self, name: str, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+        """Run `fn(*args)` once; after a crash its recorded result is returned instead."""
+        ...
+
+    async def sleep(self, seconds: float) -> None:
+        """Sleep durably: the deadline is recorded and kept across restarts."""
+        ...
+
+    async def recv(self, topic: str, timeout_s: float) -> Any:
+        """Receive the next message on a topic, or None after the timeout."""
+        ...
+
+    async def now(self) -> float:
+        """The wall clock, recorded so a replay sees the same value."""
+        ...
+
+    async def start_child(self, session_id: str) -> None:
+        """Start another session's workflow (idempotent by session id)."""
+        ...
+
+    async def send(self, session_id: str, message: Any, topic: str) -> None:
+        """Send a durable message to another session."""
+        ...
+
+    async def restart_as_new(self, session_id: str) -> None:
+        """Continue this session in a fresh workflow (bounded step logs for long sessions)."""
+        ...

@@ -1,0 +1,164 @@
+"""The DBOS seam: the only module that imports DBOS. Everything else speaks in sessions."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from dbos import DBOS, DBOSClient, DBOSConfig, SetWorkflowID
+
+from swarmdeck import __version__
+from swarmdeck.catalog.workers import WorkerRegistry
+from swarmdeck.config import Settings
+from swarmdeck.runtime.services import Services, set_services
+from swarmdeck.runtime.session import run_session
+
+APP_NAME = "swarmdeck"
+# A fixed version: every process of a release must agree on it, or recovery (which is
+# filtered by application version) would skip the sessions another process started.
+APP_VERSION = f"swarmdeck-{__version__}"
+HEARTBEAT_SECONDS = 2.0
+
+
+class _DBOSDurable:
+    """The Durable protocol on DBOS primitives."""
+
+    async def step(self, name: str, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+        return await DBOS.run_step_async({"name": name}, fn, *args)
+
+    async def sleep(self, seconds: float) -> None:
+        await DBOS.sleep_async(seconds)
+
+    async def recv(self, topic: str, timeout_s: float) -> Any:
+        return await DBOS.recv_async(topic, timeout_s)
+
+    async def now(self) -> float:
+        return await DBOS.run_step_async({"name": "now"}, _wall_clock)
+
+    async def start_child(self, session_id: str) -> None:
+        with SetWorkflowID(session_id):
+            await DBOS.start_workflow_async(session_workflow, session_id)
+
+    async def send(self, session_id: str, message: Any, topic: str) -> None:
+        await DBOS.send_async(session_id, message, topic)
+
+    async def restart_as_new(self, session_id: str) -> None:
+        raise NotImplementedError
+
+
+async def _wall_clock() -> float:
+    return time.time()
+
+
+@DBOS.workflow(name="swarmdeck.session")
+async def session_workflow(session_id: str) -> dict[str, Any]:
+    """One session, durably."""
+    return await run_session(session_id, _DBOSDurable())
+
+
+def new_executor_id() -> str:
+    """A unique executor id per process (two processes sharing one ran a step twice)."""
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+def _dbos_config(settings: Settings, services: Services, executor_id: str) -> DBOSConfig:
+    config: DBOSConfig = {
+        "name": APP_NAME,
+        "system_database_url": settings.store_url,
+        "executor_id": executor_id,
+        "application_version": APP_VERSION,
+        "max_executor_threads": settings.max_executor_threads,
+        "notification_listener_polling_interval_sec": settings.recv_poll_seconds,
+        "log_level": os.environ.get("SWARMDECK_DBOS_LOG", "WARNING"),
+    }
+    if settings.is_sqlite:
+        # Share the catalog's engine: WAL + synchronous=NORMAL, as DBOS-NOTES measured.
+        config["system_database_engine"] = services.catalog.engine
+    return config
+
+
+class Engine:
+    """A launched DBOS runtime in this process, registered as a live worker."""
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.executor_id = new_executor_id()
+        self.workers = WorkerRegistry(services.catalog.engine)
+        self._stop = threading.Event()
+        self._heartbeat: threading.Thread | None = None
+
+    def launch(self) -> None:
+        """Start DBOS and the heartbeat; register as a worker."""
+        set_services(self.services)
+        DBOS(config=_dbos_config(self.services.settings, self.services, self.executor_id))
+        DBOS.launch()
+        self.workers.register(self.executor_id)
+        self._heartbeat = threading.Thread(target=self._beat, name="sd-heartbeat", daemon=True)
+        self._heartbeat.start()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_SECONDS):
+            try:
+                self.workers.heartbeat(self.executor_id)
+            except Exception:  # a busy database must not kill the heartbeat thread
+                continue
+
+    def shutdown(self) -> None:
+        """Stop cleanly; sessions still running become claimable by the next worker."""
+        self._stop.set()
+        try:
+            self.workers.stop(self.executor_id)
+        finally:
+            DBOS.destroy(workflow_completion_timeout_sec=0)
+            set_services(None)
+
+    def recover_dead_workers(self) -> list[str]:
+        """Take over the unfinished sessions of executors that died or stopped."""
+        claimed = self.workers.claim_dead(self.executor_id)
+        if claimed:
+            DBOS._recover_pending_workflows(claimed)
+        return claimed
+
+    async def start_session(self, session_id: str) -> None:
+        """Start the workflow of a new session; an existing one is left to its owner or to
+        recovery, never executed a second time from here."""
+        if await self.workflow_status(session_id) is not None:
+            return
+        with SetWorkflowID(session_id):
+            await DBOS.start_workflow_async(session_workflow, session_id)
+
+    async def session_outcome(self, session_id: str) -> dict[str, Any] | None:
+        """Wait for a session's workflow to end and return its outcome."""
+        handle = await DBOS.retrieve_workflow_async(session_id)
+        return await handle.get_result()
+
+    async def workflow_status(self, session_id: str) -> str | None:
+        """DBOS's status of the session's workflow (PENDING, SUCCESS, ERROR...), or None."""
+        status = await DBOS.get_workflow_status_async(session_id)
+        return status.status if status else None
+
+    async def send(self, session_id: str, message: Any, topic: str, idempotency_key: str) -> None:
+        """Send a durable message to a session from outside any workflow."""
+        await DBOS.send_async(session_id, message, topic, idempotency_key=idempotency_key)
+
+
+def send_offline(
+    settings: Settings, session_id: str, message: Any, topic: str, idempotency_key: str
+) -> None:
+    """Send a durable message without launching a runtime (delivered when a worker runs)."""
+    client = DBOSClient(system_database_url=settings.store_url)
+    try:
+        client.send(session_id, message, topic, idempotency_key=idempotency_key)
+    finally:
+        client.destroy()
+
+
+async def run_in_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """Blocking work off the event loop."""
+    return await asyncio.to_thread(fn, *args)

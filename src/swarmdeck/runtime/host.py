@@ -1,0 +1,151 @@
+"""A host process for sessions: builds services, launches the engine, creates and follows
+sessions. The CLI and the Python SDK both stand on it."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from swarmdeck.catalog.records import EventRecord, SessionRecord
+from swarmdeck.config import Settings, load_settings
+from swarmdeck.errors import MissingKeyError, TaskRefusedError, UsageError
+from swarmdeck.runtime.engine import Engine
+from swarmdeck.runtime.services import Services
+from swarmdeck.tools.base import Tool
+from swarmdeck.workspace.rundir import RunDir
+
+FOLLOW_POLL_SECONDS = 0.05
+
+
+def new_session_id() -> str:
+    """A short, time-sortable, unguessable id."""
+    return f"{int(time.time() * 1000):011x}{secrets.token_hex(3)}"
+
+
+def default_tools() -> list[Tool]:
+    """Built-in tools every session may be offered (filtered by mode)."""
+    from swarmdeck.tools.builtins.files import FILE_TOOLS
+    from swarmdeck.tools.builtins.results import SUBMIT_RESULT_TOOL
+    from swarmdeck.tools.builtins.shell import SHELL_TOOL
+
+    return [*FILE_TOOLS, SHELL_TOOL, SUBMIT_RESULT_TOOL]
+
+
+@dataclass
+class SessionRequest:
+    """What a new session needs."""
+
+    task: str
+    model: str
+    workdir: Path
+    mode: str = "agent"
+    title: str | None = None
+    system_message: str | None = None
+    tool_names: list[str] | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    session_id: str | None = None
+
+
+class Host:
+    """Sessions in this process: validate, create, run, follow."""
+
+    def __init__(self, settings: Settings | None = None, tools: list[Tool] | None = None) -> None:
+        self.settings = settings or load_settings()
+        self.services = Services.build(self.settings, tools or default_tools())
+        self.engine: Engine | None = None
+
+    @property
+    def catalog(self):
+        """The session catalog."""
+        return self.services.catalog
+
+    def launch(self) -> Engine:
+        """Start the durable engine in this process (once)."""
+        if self.engine is None:
+            self.engine = Engine(self.services)
+            self.engine.launch()
+        return self.engine
+
+    def shutdown(self) -> None:
+        """Stop the engine; unfinished sessions stay resumable."""
+        if self.engine is not None:
+            self.engine.shutdown()
+            self.engine = None
+
+    def check_request(self, req: SessionRequest) -> None:
+        """Refuse what cannot work before anything is stored or sent."""
+        if not req.workdir.is_dir():
+            raise UsageError(
+                f"workdir does not exist: {req.workdir}", "pass an existing directory to --workdir"
+            )
+        config, _ = self.services.provider_for(req.model)
+        if config.needs_key and not self.services.credentials.has(config.key):
+            raise MissingKeyError(
+                f"no key for provider {config.key}", f"run `swarmdeck key set {config.key}`"
+            )
+        found = self.services.redactor.contains_secret(req.task)
+        if found:
+            raise TaskRefusedError(
+                f"task refused: it contains a credential ({found})",
+                "remove the secret from the task; workers read keys from the credential store",
+            )
+
+    def create_session(self, req: SessionRequest) -> SessionRecord:
+        """Store a new pending session with its task as the first transcript entry."""
+        self.check_request(req)
+        session_id = req.session_id or new_session_id()
+        run_dir = RunDir.create(self.settings.runs_dir, session_id)
+        record = self.catalog.create_session(
+            session_id=session_id,
+            model=req.model,
+            mode=req.mode,
+            workdir=str(req.workdir.resolve()),
+            run_dir=str(run_dir.path),
+            task=req.task,
+            title=req.title,
+            system_message=req.system_message,
+            tool_names=req.tool_names,
+            options=req.options,
+        )
+        self.catalog.append_event(session_id, "task", "task", {"text": req.task})
+        return record
+
+    async def start(self, session_id: str) -> None:
+        """Run the session's workflow in this process."""
+        await self.launch().start_session(session_id)
+
+    async def wait(self, session_id: str) -> dict[str, Any] | None:
+        """Wait for the session's workflow to end."""
+        return await self.launch().session_outcome(session_id)
+
+    async def follow(
+        self,
+        session_id: str,
+        on_event: Callable[[EventRecord], Awaitable[None] | None],
+        done: asyncio.Future[Any] | asyncio.Task[Any],
+    ) -> None:
+        """Deliver the transcript's events as they are stored, until `done` finishes."""
+        async for ev in self.events_until(session_id, done):
+            result = on_event(ev)
+            if asyncio.iscoroutine(result):
+                await result
+
+    async def events_until(
+        self, session_id: str, done: asyncio.Future[Any] | asyncio.Task[Any]
+    ) -> AsyncIterator[EventRecord]:
+        """Events from the catalog, polled, until `done` finishes and nothing is left."""
+        cursor = 0
+        while True:
+            finished = done.done()
+            batch = await asyncio.to_thread(self.catalog.events, session_id, after_id=cursor)
+            for ev in batch:
+                cursor = max(cursor, ev.id)
+                yield ev
+            if finished and not batch:
+                return
+            await asyncio.sleep(FOLLOW_POLL_SECONDS)

@@ -1,0 +1,82 @@
+"""The process-wide services a session's steps use: catalog, providers, keys, tools."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from swarmdeck.catalog.catalog import Catalog
+from swarmdeck.config import Settings
+from swarmdeck.errors import SwarmdeckError
+from swarmdeck.models.factory import build_chat_model
+from swarmdeck.models.limiter import ProviderLimiter
+from swarmdeck.models.registry import ProviderConfig, ProviderRegistry
+from swarmdeck.models.types import ChatModel
+from swarmdeck.secrets.redact import Redactor, load_redactor, set_default_redactor
+from swarmdeck.secrets.store import CredentialStore
+from swarmdeck.tools.base import Tool, ToolRegistry
+
+# A result validator returns None when the result is valid, else a one-line error.
+ResultValidator = Callable[[Any], str | None]
+
+
+@dataclass
+class Services:
+    """Everything steps need, built once per process."""
+
+    settings: Settings
+    catalog: Catalog
+    providers: ProviderRegistry
+    credentials: CredentialStore
+    redactor: Redactor
+    limiter: ProviderLimiter
+    tools: ToolRegistry
+    result_validators: dict[str, ResultValidator] = field(default_factory=dict)
+    _models: dict[str, ChatModel] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, settings: Settings, tools: list[Tool]) -> Services:
+        """Open the store and load providers and keys; one redactor guards every sink."""
+        credentials = CredentialStore(settings.credentials_dir)
+        redactor = load_redactor(credentials)
+        set_default_redactor(redactor)
+        catalog = Catalog.open(settings.store_url, redactor.redact)
+        return cls(
+            settings=settings,
+            catalog=catalog,
+            providers=ProviderRegistry.load(settings.providers_dir),
+            credentials=credentials,
+            redactor=redactor,
+            limiter=ProviderLimiter(catalog.engine),
+            tools=ToolRegistry(tools),
+        )
+
+    def provider_for(self, model_ref: str) -> tuple[ProviderConfig, str]:
+        """Resolve `provider:model` to its fixed provider config and model name."""
+        return self.providers.resolve(model_ref)
+
+    def model(self, model_ref: str) -> ChatModel:
+        """The adapter for `provider:model`; the key is read inside each call, not here."""
+        if model_ref not in self._models:
+            config, name = self.provider_for(model_ref)
+            self._models[model_ref] = build_chat_model(
+                config, name, lambda: self.credentials.get(config.key), self.limiter
+            )
+        return self._models[model_ref]
+
+
+_current: Services | None = None
+
+
+def set_services(services: Services | None) -> None:
+    """Install the process's services (the engine does this at launch)."""
+    global _current
+    _current = services
+
+
+def services() -> Services:
+    """The process's services; steps call this."""
+    if _current is None:
+        raise SwarmdeckError("swarmdeck runtime is not started", "launch the engine first")
+    return _current

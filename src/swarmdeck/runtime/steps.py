@@ -1,0 +1,209 @@
+"""The durable steps of a session: one LLM turn, one tool call, result and status writes.
+
+Each step may run again after a crash (at-least-once). Every step therefore checks the
+catalog first: a turn or tool result already stored is returned, never produced twice.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from swarmdeck.catalog.records import SessionRecord
+from swarmdeck.errors import ProviderError, SwarmdeckError
+from swarmdeck.runtime.crashpoints import crash_point
+from swarmdeck.runtime.history import CONVERSATION_KINDS, build_messages
+from swarmdeck.runtime.prompts import system_prompt
+from swarmdeck.runtime.services import services
+from swarmdeck.tools.base import Effect, Tool, ToolContext, ToolOutcome
+
+SUBMIT_RESULT = "submit_result"
+
+
+def offered_tools(record: SessionRecord) -> list[Tool]:
+    """The tools this session's model is shown: its mode's, narrowed by its tool_names."""
+    return services().tools.for_mode(record.mode, record.tool_names)
+
+
+def tool_context(record: SessionRecord, call_key: str = "") -> ToolContext:
+    """The context a tool of this session runs with."""
+    svc = services()
+    config, _ = svc.provider_for(record.model)
+    return ToolContext(
+        session_id=record.id,
+        workdir=Path(record.workdir),
+        mode=record.mode,
+        run_dir=Path(record.run_dir),
+        services={
+            "network": config.network,
+            "hidden_paths": [svc.settings.credentials_dir],
+            "catalog": svc.catalog,
+            "settings": svc.settings,
+        },
+        call_key=call_key,
+    )
+
+
+async def load_session(session_id: str) -> dict[str, Any]:
+    """The parts of the session record the loop needs; marks it running."""
+    svc = services()
+    record = svc.catalog.get_session(session_id)
+    if not record.terminal:
+        svc.catalog.set_status(session_id, "running")
+    turns = len(svc.catalog.events(session_id, kinds=["assistant"]))
+    return {
+        "mode": record.mode,
+        "options": record.options,
+        "terminal": record.terminal,
+        "status": record.status,
+        "turns_done": turns,
+    }
+
+
+async def llm_turn(session_id: str, turn: int) -> dict[str, Any]:
+    """Ask the model for turn `turn`; store its message and usage; return its tool calls."""
+    svc = services()
+    key = f"turn:{turn}"
+    stored = svc.catalog.events(session_id, kinds=["assistant"])
+    for ev in stored:
+        if ev.key == key:
+            return {"text": ev.payload["text"], "tool_calls": ev.payload["tool_calls"]}
+    record = svc.catalog.get_session(session_id)
+    events = svc.catalog.events(session_id, kinds=CONVERSATION_KINDS)
+    messages = build_messages(system_prompt(record.workdir, record.system_message), events)
+    specs = [t.spec() for t in offered_tools(record)]
+    crash_point("llm.before")
+    try:
+        completion = await svc.model(record.model).complete(messages, specs)
+    except ProviderError as exc:
+        message = exc.one_line()
+        svc.catalog.append_event(session_id, f"{key}:error", "error", {"message": message})
+        return {"error": message, "retryable": exc.retryable}
+    crash_point("llm.after")
+    calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in completion.tool_calls]
+    config, model_name = svc.provider_for(record.model)
+    svc.catalog.record_usage(
+        session_id, turn, config.key, model_name, completion.usage, completion.cost_usd
+    )
+    svc.catalog.append_event(
+        session_id,
+        key,
+        "assistant",
+        {
+            "text": completion.text,
+            "tool_calls": calls,
+            "reasoning": completion.reasoning,
+            "usage": completion.usage.as_dict(),
+        },
+    )
+    return {"text": completion.text, "tool_calls": calls}
+
+
+def _outcome_dict(outcome: ToolOutcome) -> dict[str, Any]:
+    return {
+        "content": outcome.content,
+        "is_error": outcome.is_error,
+        "permission_denied": outcome.permission_denied,
+    }
+
+
+INTERRUPTED = (
+    "interrupted: this call was cut off by a crash before it finished and was not run again, "
+    "because it may have side effects. Check the current state, then decide whether to call "
+    "it again."
+)
+
+
+async def tool_call(session_id: str, turn: int, call: dict[str, Any]) -> dict[str, Any]:
+    """Run one tool call by its effect class and store its result in the transcript."""
+    svc = services()
+    call_key = f"{turn}:{call['id']}"
+    event_key = f"tool:{call_key}"
+    for ev in svc.catalog.events(session_id, kinds=["tool_result"]):
+        if ev.key == event_key:
+            return ev.payload
+    record = svc.catalog.get_session(session_id)
+    tool = next((t for t in offered_tools(record) if t.name == call["name"]), None)
+    if tool is None:
+        outcome = ToolOutcome(f"error: no tool named {call['name']} in this session", True)
+    elif tool.effect is Effect.ONCE and not svc.catalog.mark_tool_started(session_id, call_key):
+        outcome = ToolOutcome(INTERRUPTED, is_error=True)
+    else:
+        crash_point("tool.before")
+        outcome = await tool.call(tool_context(record, call_key), call["arguments"])
+        crash_point("tool.after")
+    payload = {"call_id": call["id"], "name": call["name"], **_outcome_dict(outcome)}
+    svc.catalog.append_event(session_id, event_key, "tool_result", payload)
+    return payload
+
+
+async def submit_result(session_id: str, turn: int, call: dict[str, Any]) -> dict[str, Any]:
+    """Validate a submitted result against the session's schema; store it when valid."""
+    svc = services()
+    event_key = f"tool:{turn}:{call['id']}"
+    for ev in svc.catalog.events(session_id, kinds=["tool_result"]):
+        if ev.key == event_key:
+            return ev.payload
+    record = svc.catalog.get_session(session_id)
+    error, result = _validate_submission(record, call["arguments"])
+    if error is None:
+        svc.catalog.update_session(session_id, result=result)
+        content, accepted = "result accepted", True
+    else:
+        content, accepted = (
+            f"error: result rejected: {error}. Fix it and call submit_result again.",
+            False,
+        )
+    payload = {
+        "call_id": call["id"],
+        "name": SUBMIT_RESULT,
+        "content": content,
+        "is_error": not accepted,
+        "permission_denied": False,
+        "accepted": accepted,
+        "error": error,
+    }
+    svc.catalog.append_event(session_id, event_key, "tool_result", payload)
+    return payload
+
+
+def _validate_submission(record: SessionRecord, raw: str) -> tuple[str | None, Any]:
+    try:
+        args = json.loads(raw or "{}")
+    except json.JSONDecodeError as exc:
+        return f"arguments are not valid JSON ({exc.msg})", None
+    result = args.get("result", args) if isinstance(args, dict) else args
+    validator = services().result_validators.get(record.options.get("result_schema", record.mode))
+    if validator is None:
+        return (None, result) if isinstance(result, dict) else ("result must be an object", None)
+    return validator(result), result
+
+
+async def finish(
+    session_id: str, status: str, final_text: str, error: str | None, reason: str
+) -> None:
+    """Record how the session ended and why (the verdict classifies on the reason)."""
+    svc = services()
+    fields: dict[str, Any] = {"status": status, "final_text": final_text}
+    if error:
+        fields["error"] = error
+    svc.catalog.update_session(session_id, **fields)
+    svc.catalog.append_event(
+        session_id,
+        f"end:{status}",
+        "status",
+        {"status": status, "error": error, "reason": reason},
+    )
+
+
+async def set_status(session_id: str, status: str) -> None:
+    """Record a status change (waiting, idle, input_required...)."""
+    services().catalog.set_status(session_id, status)
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for an unexpected failure inside a step."""
+    if isinstance(exc, SwarmdeckError):
+        return exc.one_line()
+    return f"{type(exc).__name__}: {exc}"

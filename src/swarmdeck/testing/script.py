@@ -1,0 +1,455 @@
+"""Scripts for the fake LLM: what it answers, as a pure function of the request."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+Api = Literal["openai", "anthropic"]
+
+EXHAUSTED_TEXT = "(script exhausted)"
+# Long tool outputs would make scripted answers unreadable; the placeholder keeps a prefix.
+TOOL_RESULT_PLACEHOLDER_CHARS = 300
+
+
+class ScriptError(ValueError):
+    """A script file or dict that does not describe a valid script."""
+
+
+class NoScenarioMatches(LookupError):
+    """No scenario of the script applies to the request."""
+
+
+# --- the script file, validated with pydantic at the edge -------------------------------
+
+
+class _Strict(BaseModel):
+    # Typos in a hand-written script must fail loudly, not be ignored.
+    model_config = ConfigDict(extra="forbid")
+
+
+class UsageSpec(_Strict):
+    """Token counts a turn reports; unset input/output are derived from text lengths."""
+
+    input: int | None = Field(default=None, ge=0)
+    output: int | None = Field(default=None, ge=0)
+    reasoning: int | None = Field(default=None, ge=0)
+    cache_read: int | None = Field(default=None, ge=0)
+    cache_write: int | None = Field(default=None, ge=0)
+
+
+class FaultSpec(_Strict):
+    """A failure injected instead of (or into) a turn's answer."""
+
+    status: int | None = Field(default=None, ge=400, le=599)
+    retry_after: float | None = Field(default=None, ge=0)
+    times: int | None = Field(default=None, ge=0)
+    body: dict[str, Any] | None = None
+    cut_stream: bool = False
+    malformed_arguments: bool = False
+
+
+class ToolCallSpec(_Strict):
+    """One tool call of a scripted turn; object arguments are serialised to JSON."""
+
+    name: str = Field(min_length=1)
+    arguments: dict[str, Any] | str = Field(default_factory=dict)
+
+
+class TurnSpec(_Strict):
+    """One assistant answer of a scenario."""
+
+    text: str = ""
+    tool_calls: list[ToolCallSpec] = Field(default_factory=list)
+    reasoning: str | None = None
+    usage: UsageSpec | None = None
+    delay: float = Field(default=0.0, ge=0)
+    fault: FaultSpec | None = None
+
+
+class ScenarioSpec(_Strict):
+    """A conversation script, chosen by a substring of the first user message."""
+
+    match: str | None = None
+    turns: list[TurnSpec] = Field(default_factory=list)
+
+
+class ScriptFile(_Strict):
+    """The whole script file."""
+
+    scenarios: list[ScenarioSpec] = Field(default_factory=list)
+
+
+# --- plain data used inside the server -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReplyUsage:
+    """Token counts of a reply; None means "derive" (input/output) or "omit" (the rest)."""
+
+    input: int | None = None
+    output: int | None = None
+    reasoning: int | None = None
+    cache_read: int | None = None
+    cache_write: int | None = None
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A failure to inject; `times=None` means every time."""
+
+    status: int | None = None
+    retry_after: float | None = None
+    times: int | None = None
+    body: dict[str, Any] | None = None
+    cut_stream: bool = False
+    malformed_arguments: bool = False
+
+
+@dataclass(frozen=True)
+class ReplyToolCall:
+    """A tool call to answer with; a str `arguments` is sent verbatim."""
+
+    name: str
+    arguments: str | Mapping[str, Any] = field(default_factory=dict)
+
+    def arguments_text(self) -> str:
+        """The arguments as the JSON text a model would emit."""
+        if isinstance(self.arguments, str):
+            return self.arguments
+        return json.dumps(self.arguments, ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the fake model answers to one request."""
+
+    text: str = ""
+    tool_calls: tuple[ReplyToolCall, ...] = ()
+    reasoning: str | None = None
+    usage: ReplyUsage | None = None
+    delay: float = 0.0
+    fault: Fault | None = None
+
+
+@dataclass(frozen=True)
+class FakeRequest:
+    """A chat request reduced to what scripts look at."""
+
+    api: Api
+    model: str
+    messages: tuple[Mapping[str, Any], ...]
+    body: Mapping[str, Any]
+    stream: bool
+    task: str
+    turn: int
+    last_tool_result: str
+    conversation_key: str
+
+    @classmethod
+    def from_body(cls, api: Api, body: Mapping[str, Any]) -> FakeRequest:
+        """Build from a request body already checked for shape by the server."""
+        messages = tuple(m for m in body.get("messages", []) if isinstance(m, Mapping))
+        if api == "openai":
+            task = _first_user_text(messages, _openai_text)
+            last_result = _openai_last_tool_result(messages)
+        else:
+            task = _first_user_text(messages, _anthropic_text)
+            last_result = _anthropic_last_tool_result(messages)
+        return cls(
+            api=api,
+            model=str(body.get("model", "")),
+            messages=messages,
+            body=body,
+            stream=body.get("stream") is True,
+            task=task,
+            turn=sum(1 for m in messages if m.get("role") == "assistant"),
+            last_tool_result=last_result,
+            conversation_key=conversation_key(messages),
+        )
+
+
+def conversation_key(messages: tuple[Mapping[str, Any], ...] | list[Any]) -> str:
+    """A stable hash of the messages, so fault counters are per conversation state."""
+    canonical = json.dumps(list(messages), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _openai_text(content: Any) -> str:
+    """Text of an OpenAI message content: a string or a list of parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(p.get("text", ""))
+            for p in content
+            if isinstance(p, Mapping) and p.get("type") == "text"
+        )
+    return ""
+
+
+def _anthropic_text(content: Any) -> str:
+    """Text of an Anthropic message content: a string or a list of blocks."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(b.get("text", ""))
+            for b in content
+            if isinstance(b, Mapping) and b.get("type") == "text"
+        )
+    return ""
+
+
+def _first_user_text(messages: tuple[Mapping[str, Any], ...], text_of: Callable[[Any], str]) -> str:
+    """The first user message's text (the agent's task)."""
+    for message in messages:
+        if message.get("role") == "user":
+            return text_of(message.get("content"))
+    return ""
+
+
+def _openai_last_tool_result(messages: tuple[Mapping[str, Any], ...]) -> str:
+    """Content of the last `role: tool` message."""
+    for message in reversed(messages):
+        if message.get("role") == "tool":
+            return _openai_text(message.get("content"))
+    return ""
+
+
+def _anthropic_last_tool_result(messages: tuple[Mapping[str, Any], ...]) -> str:
+    """Content of the last `tool_result` block."""
+    for message in reversed(messages):
+        content = message.get("content")
+        if not isinstance(content, list):
+            continue
+        for block in reversed(content):
+            if isinstance(block, Mapping) and block.get("type") == "tool_result":
+                return _anthropic_text(block.get("content"))
+    return ""
+
+
+# --- choosing a reply ----------------------------------------------------------------------
+
+
+def render_placeholders(text: str, request: FakeRequest) -> str:
+    """Fill {{last_tool_result}}, {{turn}} and {{task}} from the request."""
+    return (
+        text.replace(
+            "{{last_tool_result}}", request.last_tool_result[:TOOL_RESULT_PLACEHOLDER_CHARS]
+        )
+        .replace("{{turn}}", str(request.turn))
+        .replace("{{task}}", request.task)
+    )
+
+
+def _render_value(value: Any, request: FakeRequest) -> Any:
+    """Fill placeholders in the string leaves of object arguments (the JSON stays valid)."""
+    if isinstance(value, str):
+        return render_placeholders(value, request)
+    if isinstance(value, dict):
+        return {k: _render_value(v, request) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_render_value(v, request) for v in value]
+    return value
+
+
+def _fault_from_spec(spec: FaultSpec | None) -> Fault | None:
+    """Plain copy of a fault spec."""
+    if spec is None:
+        return None
+    return Fault(**spec.model_dump())
+
+
+def _usage_from_spec(spec: UsageSpec | None) -> ReplyUsage | None:
+    """Plain copy of a usage spec."""
+    if spec is None:
+        return None
+    return ReplyUsage(**spec.model_dump())
+
+
+def _reply_from_turn(turn: TurnSpec, request: FakeRequest) -> Reply:
+    """A scripted turn with its placeholders filled."""
+    calls = tuple(
+        ReplyToolCall(
+            name=c.name,
+            # Raw string arguments are promised to go out as is.
+            arguments=c.arguments
+            if isinstance(c.arguments, str)
+            else _render_value(c.arguments, request),
+        )
+        for c in turn.tool_calls
+    )
+    return Reply(
+        text=render_placeholders(turn.text, request),
+        tool_calls=calls,
+        reasoning=None if turn.reasoning is None else render_placeholders(turn.reasoning, request),
+        usage=_usage_from_spec(turn.usage),
+        delay=turn.delay,
+        fault=_fault_from_spec(turn.fault),
+    )
+
+
+class Script:
+    """A validated script: scenarios of turns, chosen by the first user message."""
+
+    def __init__(self, spec: ScriptFile | None = None) -> None:
+        self.spec = spec or ScriptFile()
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Script:
+        """Validate a script given as a dict (the parsed YAML/JSON file)."""
+        try:
+            return cls(ScriptFile.model_validate(data))
+        except ValidationError as exc:
+            raise ScriptError(f"invalid fake LLM script: {exc}") from exc
+
+    @classmethod
+    def load(cls, path: Path | str) -> Script:
+        """Load a YAML or JSON script file (by suffix; YAML otherwise)."""
+        path = Path(path)
+        try:
+            raw = path.read_text(encoding="utf-8")
+            data = json.loads(raw) if path.suffix.lower() == ".json" else yaml.safe_load(raw)
+        except (OSError, ValueError, yaml.YAMLError) as exc:
+            raise ScriptError(f"cannot read fake LLM script {path}: {exc}") from exc
+        if data is None:
+            data = {}
+        if not isinstance(data, Mapping):
+            raise ScriptError(f"fake LLM script {path} must be a mapping with 'scenarios'")
+        return cls.from_dict(data)
+
+    def scenario_for(self, request: FakeRequest) -> ScenarioSpec:
+        """First scenario whose match is in the task, else the last one without match."""
+        for scenario in self.spec.scenarios:
+            if scenario.match is not None and scenario.match in request.task:
+                return scenario
+        fallbacks = [s for s in self.spec.scenarios if s.match is None]
+        if fallbacks:
+            return fallbacks[-1]
+        raise NoScenarioMatches(
+            f"no scenario matches the first user message {request.task[:200]!r}"
+        )
+
+    def reply_for(self, request: FakeRequest) -> Reply:
+        """The reply for this request; past the last turn, "(script exhausted)"."""
+        scenario = self.scenario_for(request)
+        if request.turn >= len(scenario.turns):
+            return Reply(text=EXHAUSTED_TEXT)
+        return _reply_from_turn(scenario.turns[request.turn], request)
+
+    def __call__(self, request: FakeRequest) -> Reply:
+        """Scripts and plain callables are used the same way by the server."""
+        return self.reply_for(request)
+
+
+ScriptFn = Callable[[FakeRequest], Reply]
+ScriptSource = (
+    Script | ScriptFile | Mapping[str, Any] | Path | str | Callable[[FakeRequest], Reply] | None
+)
+
+
+def as_script_fn(source: ScriptSource) -> ScriptFn:
+    """Turn whatever `set_script` accepts into a request -> reply function; str is a path."""
+    if source is None:
+        return Script()
+    if isinstance(source, Script):
+        return source
+    if isinstance(source, ScriptFile):
+        return Script(source)
+    if isinstance(source, Mapping):
+        return Script.from_dict(source)
+    if isinstance(source, Path | str):
+        return Script.load(source)
+    if callable(source):
+        return source
+    raise TypeError(f"cannot use {type(source).__name__} as a fake LLM script")
+
+
+# --- derived values --------------------------------------------------------------------------
+
+
+def _estimate_tokens(chars: int) -> int:
+    """The deterministic stand-in for a tokenizer: a token per 4 characters, at least 1."""
+    return max(1, chars // 4)
+
+
+def _request_chars(request: FakeRequest) -> int:
+    """Characters of text in the request's messages (what the prompt count is based on)."""
+    text_of = _openai_text if request.api == "openai" else _anthropic_text
+    total = 0
+    for message in request.messages:
+        total += len(text_of(message.get("content")))
+    system = request.body.get("system")
+    if request.api == "anthropic" and system is not None:
+        total += len(_anthropic_text(system))
+    return total
+
+
+def effective_usage(reply: Reply, request: FakeRequest) -> ReplyUsage:
+    """Scripted counts, with unset input/output (and reasoning, if any) derived from lengths."""
+    given = reply.usage or ReplyUsage()
+    reasoning = given.reasoning
+    if reasoning is None and reply.usage is None and reply.reasoning:
+        reasoning = _estimate_tokens(len(reply.reasoning))
+    output = given.output
+    if output is None:
+        chars = len(reply.text) + sum(
+            len(c.name) + len(c.arguments_text()) for c in reply.tool_calls
+        )
+        # Like OpenAI's completion_tokens, the output count includes reasoning.
+        output = _estimate_tokens(chars) + (reasoning or 0)
+    return ReplyUsage(
+        input=given.input if given.input is not None else _estimate_tokens(_request_chars(request)),
+        output=output,
+        reasoning=reasoning,
+        cache_read=given.cache_read,
+        cache_write=given.cache_write,
+    )
+
+
+def break_json(text: str) -> str:
+    """Arguments text that no JSON parser accepts (a model cut off mid-object)."""
+    if not text:
+        return "{"
+    broken = text[:-1] if len(text) > 1 else text
+    try:
+        json.loads(broken)
+    except ValueError:
+        return broken
+    return broken + "{"
+
+
+class FaultCounter:
+    """Counts how often a `times`-limited fault fired, per conversation and turn."""
+
+    def __init__(self) -> None:
+        self._hits: dict[tuple[int, str], int] = {}
+        self._lock = threading.Lock()
+
+    def fires(self, fault: Fault, request: FakeRequest) -> bool:
+        """Whether the fault applies to this request; counts it if it does."""
+        if fault.times is None:
+            return True
+        # The messages hash pins scenario and turn, so a client retry of the same
+        # request hits the same counter while other conversations are unaffected.
+        key = (request.turn, request.conversation_key)
+        with self._lock:
+            hits = self._hits.get(key, 0)
+            if hits >= fault.times:
+                return False
+            self._hits[key] = hits + 1
+            return True
+
+    def reset(self) -> None:
+        """Forget all counts."""
+        with self._lock:
+            self._hits.clear()

@@ -1,0 +1,136 @@
+"""The tool protocol: a schema, an effect class, the modes that may use it, and an async body."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from swarmdeck.errors import PermissionDeniedError, ToolError
+from swarmdeck.models.types import ToolSpec
+
+
+class Effect(StrEnum):
+    """What running a tool again after a crash would do."""
+
+    READ = "read"  # safe to run again
+    IDEMPOTENT = "idempotent"  # runs again with the same key and the same outcome
+    ONCE = "once"  # never run again automatically; the model is told it was interrupted
+
+
+ALL_MODES = frozenset({"code", "explore", "test", "review", "resume", "agent"})
+WRITE_MODES = frozenset({"code", "resume", "agent"})
+READ_ONLY_MODES = frozenset({"explore", "test", "review"})
+
+
+@dataclass
+class ToolContext:
+    """What a tool may know about the run it serves."""
+
+    session_id: str
+    workdir: Path
+    mode: str
+    # The run's own directory: HOME, XDG dirs and tmp for tool processes live below it.
+    run_dir: Path
+    # Extra services the runtime hands tools (artifact store, etc.), by name.
+    services: dict[str, Any] = field(default_factory=dict)
+    # A stable key per call, so idempotent tools can deduplicate their effect.
+    call_key: str = ""
+
+    @property
+    def read_only(self) -> bool:
+        """True in modes that must not change the workdir."""
+        return self.mode in READ_ONLY_MODES
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """What a tool call returned, as the model and the verdict see it."""
+
+    content: str
+    is_error: bool = False
+    permission_denied: bool = False
+
+
+ToolBody = Callable[[ToolContext, Any], Awaitable[str]]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool the model can call."""
+
+    name: str
+    description: str
+    args_model: type[BaseModel]
+    effect: Effect
+    body: ToolBody
+    modes: frozenset[str] = ALL_MODES
+    # Control tools (wait, spawn_agent, ask_user, submit_result...) are carried out by the
+    # session workflow itself, not as a plain step.
+    control: bool = False
+
+    def spec(self) -> ToolSpec:
+        """The schema the model is shown."""
+        schema = self.args_model.model_json_schema()
+        schema.pop("title", None)
+        return ToolSpec(self.name, self.description, schema)
+
+    def parse_args(self, raw: str) -> BaseModel:
+        """Validate the model's JSON arguments; raise ToolError with a message it can act on."""
+        try:
+            data = json.loads(raw or "{}")
+        except json.JSONDecodeError as exc:
+            raise ToolError(f"arguments are not valid JSON ({exc.msg} at char {exc.pos})") from exc
+        if not isinstance(data, dict):
+            raise ToolError("arguments must be a JSON object")
+        try:
+            return self.args_model.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "arguments"
+            raise ToolError(f"invalid arguments: {where}: {first['msg']}") from exc
+
+    async def call(self, ctx: ToolContext, raw_args: str) -> ToolOutcome:
+        """Validate, enforce the mode, run; turn our own errors into an outcome the model sees."""
+        if ctx.mode not in self.modes:
+            return ToolOutcome(
+                f"permission denied: {self.name} is not available in {ctx.mode} mode",
+                is_error=True,
+                permission_denied=True,
+            )
+        try:
+            args = self.parse_args(raw_args)
+            return ToolOutcome(await self.body(ctx, args))
+        except PermissionDeniedError as exc:
+            return ToolOutcome(f"permission denied: {exc.message}", True, True)
+        except ToolError as exc:
+            return ToolOutcome(f"error: {exc.message}", is_error=True)
+
+
+class ToolRegistry:
+    """Tools by name, filtered by mode."""
+
+    def __init__(self, tools: list[Tool] | None = None) -> None:
+        self._tools: dict[str, Tool] = {}
+        for t in tools or []:
+            self.add(t)
+
+    def add(self, tool: Tool) -> None:
+        """Register a tool; a second tool with the same name replaces the first."""
+        self._tools[tool.name] = tool
+
+    def get(self, name: str) -> Tool | None:
+        """The tool of that name, or None."""
+        return self._tools.get(name)
+
+    def for_mode(self, mode: str, only: list[str] | None = None) -> list[Tool]:
+        """The tools a session in `mode` is offered, optionally narrowed to `only`."""
+        tools = [t for t in self._tools.values() if mode in t.modes]
+        if only is not None:
+            tools = [t for t in tools if t.name in only]
+        return tools

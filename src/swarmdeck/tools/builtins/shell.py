@@ -1,0 +1,78 @@
+"""The shell tool: an argv checked by the mode policy, run in the sandbox."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from swarmdeck.errors import PermissionDeniedError
+from swarmdeck.secrets.redact import default_redactor
+from swarmdeck.tools.base import Effect, Tool, ToolContext
+from swarmdeck.tools.paths import credential_reason
+from swarmdeck.tools.policy import check_command
+from swarmdeck.tools.sandbox import run_command
+
+MAX_TIMEOUT_S = 1_800.0
+OUTPUT_CAP = 50_000
+
+
+class ShellArgs(BaseModel):
+    """Arguments of shell."""
+
+    argv: list[str] = Field(
+        min_length=1,
+        description='program and arguments as a list, e.g. ["pytest", "-q"]; no shell parsing',
+    )
+    timeout_s: float = Field(60, gt=0, le=MAX_TIMEOUT_S, description="seconds before it is killed")
+
+
+def _refuse_credential_args(argv: list[str], workdir: Path) -> None:
+    """Refuse arguments that name a credential file (`cat .env`, `--key=~/.ssh/id_rsa`).
+
+    The sandbox hides these too; this check also holds where bwrap is missing.
+    """
+    for arg in argv[1:]:
+        value = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
+        if not value or value.startswith("-"):
+            continue
+        try:
+            path = Path(value).expanduser()
+        except RuntimeError:  # "~someone" with no such user: not a path we can resolve
+            continue
+        reason = credential_reason(path if path.is_absolute() else workdir / path, root=workdir)
+        if reason:
+            raise PermissionDeniedError(f"argument {arg!r} names a {reason}")
+
+
+async def _shell(ctx: ToolContext, args: ShellArgs) -> str:
+    network = bool(ctx.services.get("network", False))
+    check_command(ctx.mode, args.argv, network=network)
+    workdir = Path(ctx.workdir).resolve()
+    _refuse_credential_args(args.argv, workdir)
+    result = await run_command(
+        args.argv,
+        workdir=workdir,
+        run_dir=Path(ctx.run_dir),
+        writable=not ctx.read_only,
+        network=network,
+        timeout_s=args.timeout_s,
+        output_cap=OUTPUT_CAP,
+        hidden_paths=[Path(p) for p in ctx.services.get("hidden_paths", [])],
+    )
+    text = f"exit_code: {result.exit_code}\n{result.output}"
+    if result.timed_out:
+        text += f"\n(timed out after {args.timeout_s:g}s)"
+    return default_redactor().redact(text)
+
+
+SHELL_TOOL = Tool(
+    name="shell",
+    description=(
+        "Run a command as an argv list in the workdir (no shell string). Read-only modes allow "
+        "only read-only commands (and test runners in test mode)."
+    ),
+    args_model=ShellArgs,
+    effect=Effect.ONCE,
+    body=_shell,
+)

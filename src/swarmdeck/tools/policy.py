@@ -1,0 +1,491 @@
+"""The per-mode shell policy: which argv a shell tool may run in which mode.
+
+Write modes (code, resume, agent) use a deny-list; read-only modes (explore, review) an
+allow-list of commands that cannot change files or reach the network; test mode adds test
+runners. The deny-list catches mistakes and obvious intent, not a determined program: any
+interpreter can do what a denied command does. What holds against that is the sandbox
+(read-only binds, no network, no credentials mounted) and the rebuilt environment.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from collections.abc import Callable, Sequence
+
+from swarmdeck.errors import PermissionDeniedError, ToolError
+from swarmdeck.tools.base import WRITE_MODES
+
+# --- programs that only run another program -------------------------------------------------
+
+# Options of each wrapper that take a separate value (so the value is not taken for the
+# wrapped program).
+_WRAPPER_VALUE_OPTS: dict[str, frozenset[str]] = {
+    "env": frozenset({"-u", "--unset", "-C", "--chdir"}),
+    "nice": frozenset({"-n", "--adjustment"}),
+    "nohup": frozenset(),
+    "timeout": frozenset({"-s", "--signal", "-k", "--kill-after"}),
+    "stdbuf": frozenset({"-i", "-o", "-e", "--input", "--output", "--error"}),
+    "ionice": frozenset({"-c", "--class", "-n", "--classdata", "-p", "--pid"}),
+    "time": frozenset(),
+    "xargs": frozenset({"-I", "-n", "-P", "-d", "-E", "-L", "-s"}),
+}
+# Wrapper options that would run a string we cannot inspect, or write a file.
+_WRAPPER_REFUSED_OPTS: dict[str, frozenset[str]] = {
+    "env": frozenset({"-S", "--split-string"}),
+    "time": frozenset({"-o", "--output", "-a", "--append"}),
+    "xargs": frozenset({"-a", "--arg-file"}),
+}
+_MAX_UNWRAP = 8
+
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "busybox", "ash"})
+
+# --- read-only modes ------------------------------------------------------------------------
+
+READ_ONLY_COMMANDS = frozenset(
+    {
+        "ls", "cat", "head", "tail", "wc", "grep", "egrep", "fgrep", "rg", "find", "git",
+        "sed", "stat", "file", "tree", "pwd", "echo", "printf", "du", "df", "basename",
+        "dirname", "realpath", "readlink", "sort", "cut", "nl", "tac", "rev", "diff", "cmp",
+        "comm", "join", "paste", "fold", "column", "md5sum", "sha1sum", "sha256sum",
+        "sha512sum", "od", "hexdump", "strings", "jq", "which", "env", "true", "false",
+        "uname", "whoami", "id",
+    }
+)  # fmt: skip
+# Options that turn an otherwise read-only command into one that writes or runs commands.
+_FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+_REFUSED_OPTIONS: dict[str, frozenset[str]] = {
+    "find": _FIND_EXEC | {"-delete", "-fprint", "-fprint0", "-fprintf", "-fls"},
+    "rg": frozenset({"--pre"}),
+    "sort": frozenset({"--output", "--compress-program"}),
+    "file": frozenset({"--compile"}),
+}
+# The same as short options, also inside clusters such as `-uo`.
+_REFUSED_SHORT: dict[str, str] = {"sort": "o", "tree": "o", "file": "C"}
+# Read-only git subcommands; branch and remote only list.
+_GIT_READ = frozenset(
+    {"log", "show", "diff", "status", "blame", "ls-files", "ls-tree", "rev-parse", "grep",
+     "shortlog", "describe", "cat-file", "rev-list", "merge-base", "show-ref", "branch",
+     "remote"}
+)  # fmt: skip
+_GIT_LIST_ONLY = {
+    "branch": frozenset({"--list", "-a", "--all", "-r", "--remotes", "-v", "-vv",
+                         "--show-current", "--no-color"}),
+    "remote": frozenset({"-v", "--verbose"}),
+}  # fmt: skip
+# Diff and pager options that write a file or run a program named in config.
+_GIT_REFUSED_PREFIXES = (
+    "--output", "--ext-diff", "--textconv", "--filters", "-O", "--open-files-in-pager",
+)  # fmt: skip
+_GIT_VALUE_OPTS = frozenset({"-C", "--git-dir", "--work-tree", "--namespace"})
+# sed scripts limited to printing: addresses followed by p, =, l or q.
+_SED_ADDR = r"(?:\d+(?:~\d+)?|\$|/(?:[^/\\]|\\.)*/I?)"
+_SED_CMD = re.compile(rf"^\s*(?:{_SED_ADDR}(?:\s*,\s*(?:{_SED_ADDR}|\+\d+))?)?\s*!?\s*[p=lq]\s*$")
+
+# --- test mode --------------------------------------------------------------------------
+
+_TEST_TARGETS = frozenset({"test", "tests", "check"})
+_PY_SAFE_FLAGS = frozenset({"-B", "-u", "-I", "-E", "-s", "-O", "-OO", "-q"})
+_PYTHON_RE = re.compile(r"^python(?:\d(?:\.\d+)?)?$")
+
+# --- write modes ------------------------------------------------------------------------
+
+_DENIED: dict[str, str] = {}
+for _names, _why in (
+    ("sudo su doas pkexec runuser chroot nsenter unshare setpriv capsh", "privilege escalation"),
+    (
+        "shutdown reboot halt poweroff init telinit systemctl service mount umount swapon "
+        "swapoff fdisk sfdisk parted mkswap iptables ip6tables nft modprobe insmod rmmod "
+        "sysctl useradd userdel usermod groupadd passwd chpasswd visudo",
+        "changes the host system",
+    ),
+    ("crontab at batch", "schedules work outside the run"),
+    (
+        "kill pkill killall setsid screen tmux daemonize start-stop-daemon",
+        "touches processes outside the command, or outlives its timeout",
+    ),
+    ("docker podman nerdctl ctr kubectl lxc", "a container runtime controls the host"),
+    (
+        "apt apt-get aptitude dpkg yum dnf rpm apk pacman zypper brew snap flatpak",
+        "system package managers change the host",
+    ),
+):
+    _DENIED.update(dict.fromkeys(_names.split(), _why))
+# Network clients: without the sandbox they are the only thing between a model and the
+# internet (exfiltration, downloads); allowed only when the run's profile grants network.
+NETWORK_COMMANDS = frozenset(
+    {"curl", "wget", "nc", "ncat", "netcat", "socat", "ssh", "scp", "sftp", "telnet", "ftp",
+     "aria2c", "http", "https"}
+)  # fmt: skip
+# Installers change an environment shared beyond the workdir and fetch code from the
+# network, so they follow the network grant too.
+_INSTALL_SUBCOMMANDS: dict[str, frozenset[str]] = {
+    "pip": frozenset({"install", "uninstall", "download"}),
+    "pipx": frozenset({"install", "inject", "upgrade", "run"}),
+    "uv": frozenset({"add", "sync", "tool"}),
+    "poetry": frozenset({"add", "install", "update"}),
+    "npm": frozenset({"install", "i", "ci", "add", "update", "uninstall"}),
+    "yarn": frozenset({"add", "install", "upgrade", "remove"}),
+    "pnpm": frozenset({"add", "install", "i", "update", "remove"}),
+    "cargo": frozenset({"install", "add"}),
+    "go": frozenset({"install", "get"}),
+    "gem": frozenset({"install", "update"}),
+    "composer": frozenset({"require", "install", "update"}),
+}
+# git subcommands that talk to a remote; push publishes, which is the planner's call.
+_GIT_NETWORK = frozenset({"fetch", "pull", "clone", "ls-remote", "submodule"})
+_GIT_ALWAYS_DENIED = {"push": "publishing is the planner's decision", "credential": "credentials"}
+# Publishing is the planner's decision whatever the network grant.
+_PUBLISH: dict[str, frozenset[str]] = {
+    "npm": frozenset({"publish"}),
+    "yarn": frozenset({"publish"}),
+    "pnpm": frozenset({"publish"}),
+    "cargo": frozenset({"publish"}),
+    "poetry": frozenset({"publish"}),
+    "twine": frozenset({"upload"}),
+    "gh": frozenset({"release", "pr", "repo", "auth", "api", "secret"}),
+}
+# Recursive deletes/permission changes of these targets wipe far more than the workdir.
+_ROOT_LIKE = frozenset(
+    {"/", "/*", "/.", "~", "~/", "~/*", "$HOME", "${HOME}", ".", "./", "*", "..", "../"}
+)
+_SHELL_KEYWORDS = frozenset(
+    {"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "for", "case", "esac",
+     "in", "!", "{", "}", "time", "exec", "command", "builtin"}
+)  # fmt: skip
+_SHELL_PUNCT = set("();<>|&")
+
+
+def check_command(mode: str, argv: Sequence[str], *, network: bool = False) -> None:
+    """Raise PermissionDeniedError (with the reason) if `mode` may not run `argv`."""
+    _check_argv(argv)
+    if mode in WRITE_MODES:
+        _check_denied(mode, list(argv), network)
+    elif mode in ("explore", "review"):
+        _check_read_only(mode, list(argv), tests=False)
+    elif mode == "test":
+        _check_read_only(mode, list(argv), tests=True)
+    else:
+        raise PermissionDeniedError(f"unknown mode {mode!r}")
+
+
+def _check_argv(argv: Sequence[str]) -> None:
+    if isinstance(argv, str) or not argv or not all(isinstance(a, str) for a in argv):
+        raise ToolError("argv must be a non-empty list of strings (no shell string)")
+    if any("\0" in a for a in argv):
+        raise ToolError("argv contains a NUL byte")
+    if not argv[0]:
+        raise ToolError("argv[0] is empty")
+
+
+def program(argv: Sequence[str]) -> str:
+    """The program name of `argv` (basename of argv[0])."""
+    return os.path.basename(argv[0])
+
+
+def _denied(mode: str, what: str, why: str) -> PermissionDeniedError:
+    return PermissionDeniedError(f"{what} is not allowed in {mode} mode: {why}")
+
+
+def unwrap(mode: str, argv: list[str]) -> list[str]:
+    """The argv a wrapper (env, nice, timeout, xargs...) would run; argv itself otherwise."""
+    for _ in range(_MAX_UNWRAP):
+        prog = program(argv)
+        value_opts = _WRAPPER_VALUE_OPTS.get(prog)
+        if value_opts is None:
+            return argv
+        i = 1
+        while i < len(argv) and (argv[i].startswith("-") or (prog == "env" and "=" in argv[i])):
+            opt = argv[i].split("=", 1)[0]
+            refused = _WRAPPER_REFUSED_OPTS.get(prog, frozenset())
+            if opt in refused or (prog == "env" and argv[i].startswith("-S")):
+                raise _denied(mode, f"{prog} {opt}", "its argument cannot be checked")
+            if argv[i] == "--":
+                i += 1
+                break
+            i += 2 if opt in value_opts and "=" not in argv[i] else 1
+        if prog == "timeout" and i < len(argv):
+            i += 1  # the duration
+        if i >= len(argv):
+            return argv  # a bare wrapper (`env` prints the environment)
+        argv = argv[i:]
+    raise _denied(mode, "deeply nested wrappers", "too many levels to check")
+
+
+# --- read-only ------------------------------------------------------------------------------
+
+
+def _check_read_only(mode: str, argv: list[str], *, tests: bool) -> None:
+    argv = unwrap(mode, argv)
+    prog = program(argv)
+    if prog in SHELLS:
+        raise _denied(mode, prog, "shell interpreters are refused; pass the argv directly")
+    if tests and _is_test_runner(argv):
+        return
+    if prog not in READ_ONLY_COMMANDS:
+        allowed = ", ".join(sorted(READ_ONLY_COMMANDS))
+        extra = " and test runners (pytest, npm test, go test, cargo test, make test...)"
+        raise _denied(
+            mode,
+            prog,
+            f"not on the read-only allow-list ({allowed}{extra if tests else ''})",
+        )
+    checker = _READ_ONLY_CHECKS.get(prog)
+    if checker:
+        checker(mode, argv)
+    refused, short = _REFUSED_OPTIONS.get(prog, frozenset()), _REFUSED_SHORT.get(prog, "")
+    for arg in argv[1:]:
+        cluster = arg[1:] if arg.startswith("-") and not arg.startswith("--") else ""
+        if arg.split("=", 1)[0] in refused or any(c in cluster for c in short):
+            raise _denied(mode, f"{prog} {arg}", "it writes files or runs commands")
+
+
+def _check_git_read(mode: str, argv: list[str]) -> None:
+    i = 1
+    while i < len(argv) and argv[i].startswith("-"):
+        opt = argv[i].split("=", 1)[0]
+        if opt in ("-c", "--config-env", "--exec-path"):
+            raise _denied(mode, f"git {opt}", "it can make git run arbitrary programs")
+        i += 2 if opt in _GIT_VALUE_OPTS and "=" not in argv[i] else 1
+    sub = argv[i] if i < len(argv) else ""
+    if sub not in _GIT_READ:
+        raise _denied(mode, f"git {sub or '(no subcommand)'}", "not a read-only git command")
+    rest = argv[i + 1 :]
+    listing = _GIT_LIST_ONLY.get(sub)
+    if listing is not None and any(a not in listing for a in rest):
+        raise _denied(mode, f"git {sub} {' '.join(rest)}", f"only listing {sub}es is allowed")
+    for arg in rest:
+        if arg.startswith(_GIT_REFUSED_PREFIXES):
+            raise _denied(mode, f"git {sub} {arg}", "it writes files or runs commands")
+
+
+def _check_sed_read(mode: str, argv: list[str]) -> None:
+    quiet, scripts, positional = False, [], []
+    args = iter(argv[1:])
+    for arg in args:
+        if arg in ("-n", "--quiet", "--silent"):
+            quiet = True
+        elif arg in ("-e", "--expression"):
+            scripts.append(next(args, ""))
+        elif arg.startswith("--expression="):
+            scripts.append(arg.split("=", 1)[1])
+        elif arg.startswith("--in-place") or arg in ("-f", "--file") or arg.startswith("--file="):
+            raise _denied(mode, f"sed {arg}", "only printing with sed -n is allowed")
+        elif arg.startswith("-") and not arg.startswith("--") and len(arg) > 1:
+            if "i" in arg or "f" in arg:
+                raise _denied(mode, f"sed {arg}", "only printing with sed -n is allowed")
+            quiet = quiet or "n" in arg
+        else:
+            positional.append(arg)
+    if not scripts and positional:
+        scripts.append(positional.pop(0))
+    if not quiet:
+        raise _denied(mode, "sed without -n", "only printing with sed -n is allowed")
+    for script in scripts:
+        for command in re.split(r"[;\n]", script):
+            if command.strip() and not _SED_CMD.match(command):
+                raise _denied(mode, f"sed script {command.strip()!r}", "only p, =, l, q")
+
+
+_READ_ONLY_CHECKS: dict[str, Callable[[str, list[str]], None]] = {
+    "git": _check_git_read,
+    "sed": _check_sed_read,
+}
+
+
+def _first_word(args: list[str]) -> str:
+    """The first argument that is not an option."""
+    return next((a for a in args if not a.startswith("-")), "")
+
+
+def _is_test_runner(argv: list[str]) -> bool:
+    """True for the test runners test mode may start."""
+    prog, args = program(argv), argv[1:]
+    if prog in ("pytest", "py.test", "tox", "nox", "ctest", "jest", "vitest", "mocha"):
+        return True
+    if _PYTHON_RE.match(prog):
+        return _is_python_test(args)
+    if prog in ("npm", "yarn", "pnpm", "bun"):
+        words = [a for a in args if not a.startswith("-")]
+        return words[:1] in (["test"], ["t"]) or words[:2] == ["run", "test"]
+    if prog in ("go", "cargo", "mvn", "gradle", "gradlew", "deno"):
+        return _first_word(args) == "test"
+    if prog == "npx":
+        return _first_word(args) in ("jest", "vitest", "mocha")
+    if prog == "make":
+        return _is_make_test(args)
+    return False
+
+
+def _is_python_test(args: list[str]) -> bool:
+    i = 0
+    while i < len(args) and args[i] in _PY_SAFE_FLAGS:
+        i += 1
+    return args[i : i + 1] == ["-m"] and args[i + 1 : i + 2] in (["pytest"], ["unittest"])
+
+
+def _is_make_test(args: list[str]) -> bool:
+    targets, i = [], 0
+    while i < len(args):
+        arg = args[i]
+        if arg in ("-C", "-f", "-j", "-l", "-I", "-o", "-W", "--directory", "--file"):
+            i += 2
+            continue
+        if not arg.startswith("-") and "=" not in arg:
+            targets.append(arg)
+        i += 1
+    return bool(targets) and all(t in _TEST_TARGETS for t in targets)
+
+
+# --- write modes ------------------------------------------------------------------------
+
+
+def _check_denied(mode: str, argv: list[str], network: bool) -> None:
+    argv = unwrap(mode, argv)
+    prog = program(argv)
+    if prog in _DENIED or prog.startswith("mkfs"):
+        raise _denied(mode, prog, _DENIED.get(prog, "changes the host system"))
+    if prog in NETWORK_COMMANDS and not network:
+        raise _denied(mode, prog, "network tools need a profile that allows network")
+    if prog in ("rsync",) and not network and any(":" in a for a in argv[1:]):
+        raise _denied(mode, "rsync to a remote", "needs a profile that allows network")
+    if prog in SHELLS:
+        _check_shell_script(mode, argv, network)
+    elif prog == "git":
+        _check_git_write(mode, argv, network)
+    elif prog in ("rm", "chmod", "chown", "chgrp", "shred"):
+        _check_root_targets(mode, argv)
+    elif prog == "dd" and any(a.startswith("of=/dev/") for a in argv[1:]):
+        raise _denied(mode, "dd to a device", "changes the host system")
+    elif prog == "find":
+        for command in _find_exec_commands(argv):
+            _check_denied(mode, command, network)
+    _check_installers(mode, argv, network)
+
+
+def _find_exec_commands(argv: list[str]) -> list[list[str]]:
+    """The commands `find -exec CMD ... ;` would run."""
+    commands, i = [], 1
+    while i < len(argv):
+        if argv[i] in _FIND_EXEC:
+            end = next((j for j in range(i + 1, len(argv)) if argv[j] in (";", "+")), len(argv))
+            if end > i + 1:
+                commands.append(argv[i + 1 : end])
+            i = end
+        i += 1
+    return commands
+
+
+def _git_subcommand(argv: list[str]) -> str:
+    i = 1
+    while i < len(argv) and argv[i].startswith("-"):
+        opt = argv[i].split("=", 1)[0]
+        i += 2 if (opt in _GIT_VALUE_OPTS or opt == "-c") and "=" not in argv[i] else 1
+    return argv[i] if i < len(argv) else ""
+
+
+def _check_git_write(mode: str, argv: list[str], network: bool) -> None:
+    sub = _git_subcommand(argv)
+    base = sub.split("-", 1)[0] if sub.startswith("credential") else sub
+    if base in _GIT_ALWAYS_DENIED:
+        raise _denied(mode, f"git {sub}", _GIT_ALWAYS_DENIED[base])
+    if sub in _GIT_NETWORK and not network:
+        raise _denied(mode, f"git {sub}", "talks to a remote; needs a profile that allows network")
+
+
+def _check_root_targets(mode: str, argv: list[str]) -> None:
+    prog, args = program(argv), argv[1:]
+    if "--no-preserve-root" in args:
+        raise _denied(mode, f"{prog} --no-preserve-root", "deletes the whole system")
+    recursive = (
+        any(
+            a in ("--recursive", "-R")
+            or (a.startswith("-") and not a.startswith("--") and "r" in a)
+            for a in args
+        )
+        or prog == "shred"
+    )
+    if not recursive:
+        return
+    home = os.path.expanduser("~")
+    for target in (a for a in args if not a.startswith("-")):
+        norm = target.rstrip("/") or "/"
+        shallow = norm.startswith("/") and norm.count("/") <= 1
+        if target in _ROOT_LIKE or norm in (home, os.path.dirname(home)) or shallow:
+            raise _denied(mode, f"{prog} -r {target}", "reaches far beyond the workdir")
+        if norm == ".." or target.startswith("../"):
+            raise _denied(mode, f"{prog} -r {target}", "reaches outside the workdir")
+
+
+def _check_installers(mode: str, argv: list[str], network: bool) -> None:
+    prog, args = program(argv), argv[1:]
+    if _PYTHON_RE.match(prog) and args[:2] == ["-m", "pip"]:
+        prog, args = "pip", args[2:]
+    if prog == "uv" and _first_word(args) == "pip":
+        prog, args = "pip", args[args.index("pip") + 1 :]
+    if re.match(r"^pip\d*(\.\d+)?$", prog):
+        prog = "pip"
+    if _first_word(args) in _PUBLISH.get(prog, frozenset()):
+        raise _denied(mode, f"{prog} {_first_word(args)}", "publishing is the planner's decision")
+    subs = _INSTALL_SUBCOMMANDS.get(prog)
+    if subs and _first_word(args) in subs and not network:
+        raise _denied(
+            mode,
+            f"{prog} {_first_word(args)}",
+            "installing changes a shared environment and downloads code; "
+            "needs a profile that allows network",
+        )
+
+
+def _script_commands(script: str) -> list[list[str]]:
+    """The simple commands of a shell script, split on operators, subshells and backticks."""
+    lexer = shlex.shlex(script, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    commands: list[list[str]] = [[]]
+    for token in lexer:
+        if set(token) <= _SHELL_PUNCT:
+            commands.append([])
+            continue
+        pieces = token.replace("$(", "`").split("`")
+        for n, piece in enumerate(pieces):
+            if n:
+                commands.append([])
+            if piece:
+                commands[-1].append(piece)
+    return [c for c in (_strip_prefix(c) for c in commands) if c]
+
+
+def _strip_prefix(words: list[str]) -> list[str]:
+    """Drop shell keywords and VAR=value assignments in front of a command."""
+    i = 0
+    while i < len(words) and (
+        words[i] in _SHELL_KEYWORDS or re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[i])
+    ):
+        i += 1
+    return words[i:]
+
+
+def _shell_script(argv: list[str]) -> str | None:
+    """The SCRIPT of `sh -c SCRIPT` (also `bash -ec SCRIPT`), or None for a script file."""
+    for i, arg in enumerate(argv[1:], start=1):
+        if not arg.startswith("-") or arg.startswith("--"):
+            if not arg.startswith("--"):
+                return None  # the first operand is a script file
+            continue
+        if "c" in arg[1:]:
+            return argv[i + 1] if i + 1 < len(argv) else ""
+    return None
+
+
+def _check_shell_script(mode: str, argv: list[str], network: bool) -> None:
+    """Check each command of `sh -c SCRIPT` against the deny-list."""
+    script = _shell_script(argv)
+    if script is None:
+        return  # a script file the model wrote: the sandbox, not this list, bounds it
+    try:
+        commands = _script_commands(script)
+    except ValueError as exc:
+        raise _denied(mode, f"{program(argv)} -c", f"cannot parse the script ({exc})") from exc
+    for command in commands:
+        _check_denied(mode, command, network)

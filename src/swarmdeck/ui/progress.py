@@ -1,0 +1,65 @@
+"""Human-readable progress lines for transcript events, on stderr."""
+
+from __future__ import annotations
+
+import json
+
+from rich.console import Console
+from rich.markup import escape
+
+from swarmdeck.catalog.records import EventRecord
+
+MAX_PREVIEW = 160
+
+
+def _preview(text: str, limit: int = MAX_PREVIEW) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _call_preview(name: str, arguments: str) -> str:
+    try:
+        args = json.loads(arguments or "{}")
+        shown = ", ".join(f"{k}={json.dumps(v)[:60]}" for k, v in args.items())
+    except (json.JSONDecodeError, AttributeError):
+        shown = arguments[:60]
+    return f"{name}({shown})"
+
+
+class ProgressPrinter:
+    """Prints one line per transcript event."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=True, highlight=False)
+
+    def __call__(self, ev: EventRecord) -> None:
+        line = self.render(ev)
+        if line:
+            self.console.print(line)
+
+    def render(self, ev: EventRecord) -> str | None:
+        """The markup line for one event, or None for events a human need not see."""
+        p = ev.payload
+        if ev.kind == "task":
+            return f"[bold]task[/]  {escape(_preview(p['text']))}"
+        if ev.kind in ("user", "child_update", "timer"):
+            return f"[cyan]{ev.kind}[/]  {escape(_preview(p['text']))}"
+        if ev.kind == "assistant":
+            parts = []
+            if p["text"]:
+                parts.append(f"[green]model[/] {escape(_preview(p['text']))}")
+            parts.extend(
+                f"[yellow]  → {escape(_call_preview(c['name'], c['arguments']))}[/]"
+                for c in p["tool_calls"]
+            )
+            return "\n".join(parts) or "[green]model[/] (empty turn)"
+        if ev.kind == "tool_result":
+            style = "red" if p.get("is_error") else "dim"
+            return f"[{style}]  ← {escape(_preview(p['content'], 120))}[/]"
+        if ev.kind == "error":
+            return f"[red]error[/] {escape(p['message'])}"
+        if ev.kind == "status":
+            return f"[bold]{escape(p['status'])}[/]" + (
+                f" [red]{escape(p['error'])}[/]" if p.get("error") else ""
+            )
+        return None

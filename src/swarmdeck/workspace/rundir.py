@@ -1,0 +1,62 @@
+"""Per-run directories: the run's log, its events, and the HOME and tmp its tools see."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from swarmdeck.errors import UsageError
+
+DIR_MODE = 0o700
+# A run id becomes a directory name: no separators, no dot-only names, bounded length.
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def _private_dir(path: Path) -> None:
+    """Create `path` (if needed) and set it to 0700 whatever the umask."""
+    path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    os.chmod(path, DIR_MODE)
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """One run's directory under the runs dir."""
+
+    path: Path
+
+    @property
+    def home(self) -> Path:
+        """HOME of the run's tool processes."""
+        return self.path / "home"
+
+    @property
+    def tmp(self) -> Path:
+        """TMPDIR of the run's tool processes."""
+        return self.path / "tmp"
+
+    @property
+    def log_path(self) -> Path:
+        """The human-readable log of the run."""
+        return self.path / "run.log"
+
+    @property
+    def events_path(self) -> Path:
+        """The run's events, one JSON object per line."""
+        return self.path / "events.jsonl"
+
+    @classmethod
+    def create(cls, runs_dir: Path, run_id: str) -> RunDir:
+        """Create (or reopen) the directory of `run_id`, its home and tmp, all 0700."""
+        if not RUN_ID_RE.match(run_id or ""):
+            raise UsageError(
+                f"invalid run id {run_id!r}",
+                hint="use letters, digits, '.', '_' or '-' (at most 128), no path separators",
+            )
+        runs_dir = Path(runs_dir)
+        runs_dir.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        run = cls(runs_dir / run_id)
+        for path in (run.path, run.home, run.tmp):
+            _private_dir(path)
+        return run

@@ -1,0 +1,107 @@
+"""SIGKILL a session while a tool step runs; restart; nothing lost, nothing repeated."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import cli_env, run_cli, write_provider
+
+pytestmark = pytest.mark.chaos
+
+
+def _script(workdir: Path) -> dict:
+    # Turn 0 appends a line to counter.txt (must happen exactly once); turn 1 runs a long
+    # command that leaves a marker and sleeps (killed there); turn 2 answers.
+    return {
+        "scenarios": [
+            {
+                "turns": [
+                    {
+                        "tool_calls": [
+                            {
+                                "name": "shell",
+                                "arguments": {"argv": ["sh", "-c", "echo ran >> counter.txt"]},
+                            }
+                        ]
+                    },
+                    {
+                        "tool_calls": [
+                            {"name": "read_file", "arguments": {"path": "README.md"}},
+                            {
+                                "name": "shell",
+                                "arguments": {
+                                    "argv": ["sh", "-c", "touch started.marker; sleep 60"]
+                                },
+                            },
+                        ]
+                    },
+                    {"text": "finished after the interruption"},
+                ]
+            }
+        ]
+    }
+
+
+def _wait_for(path: Path, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path} never appeared")
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("attempt", range(10))
+def test_sigkill_during_tool_step(sd_home: Path, workdir: Path, fake_llm, attempt: int) -> None:
+    fake_llm.set_script(_script(workdir))
+    write_provider(sd_home, "fake", fake_llm.openai_base_url)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "swarmdeck",
+            "run",
+            "go",
+            "-m",
+            "fake",
+            "-C",
+            str(workdir),
+            "--mode",
+            "code",
+        ],
+        env=cli_env(sd_home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    _wait_for(workdir / "started.marker")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert proc.returncode == -signal.SIGKILL
+    requests_before = len(fake_llm.requests)
+    assert requests_before == 2
+
+    sid = json.loads(run_cli(sd_home, "sessions", "ls", "--json").stdout)[0]["id"]
+    res = run_cli(sd_home, "sessions", "resume", sid, timeout=90)
+    assert res.code == 0, res.stderr
+    assert res.stdout.strip() == "finished after the interruption"
+
+    # The finished shell step of turn 0 did not run again; the interrupted one was not rerun.
+    assert (workdir / "counter.txt").read_text() == "ran\n"
+    # Only the last turn was asked of the model after the restart.
+    assert len(fake_llm.requests) == requests_before + 1
+    show = json.loads(run_cli(sd_home, "sessions", "show", sid, "--json").stdout)
+    assert show["status"] == "completed"
+    keys = [(e["kind"], json.dumps(e["payload"], sort_keys=True)) for e in show["events"]]
+    assert len(keys) == len(set(keys)), "duplicate transcript entries"
+    results = [e["payload"] for e in show["events"] if e["kind"] == "tool_result"]
+    assert [r["name"] for r in results] == ["shell", "read_file", "shell"]
+    assert results[2]["content"].startswith("interrupted")
+    assert show["usage"]["turns"] == 3
