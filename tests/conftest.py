@@ -1,4 +1,5 @@
-"""Shared fixtures: an isolated home, provider files, and the CLI as a real subprocess."""
+"""Shared fixtures: an isolated home, the store (SQLite or a throwaway PostgreSQL), provider
+files, and the CLI as a real subprocess."""
 
 from __future__ import annotations
 
@@ -12,17 +13,73 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests import pgcluster
+from tests.pgcluster import PgCluster
+
 pytest_plugins = ["swarmdeck.testing.pytest_plugin"]
+
+STORE_ENV = "SWARMDECK_STORE"
+# Set to 1 (as CI may) to fail instead of skip when no PostgreSQL cluster can be started.
+REQUIRE_PG_ENV = "SWARMDECK_REQUIRE_PG"
 
 
 @pytest.fixture
 def sd_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A fresh SWARMDECK_HOME on SQLite for this test."""
+    """A fresh SWARMDECK_HOME for this test, on SQLite unless the `store` fixture says otherwise."""
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("SWARMDECK_HOME", str(home))
-    monkeypatch.delenv("SWARMDECK_STORE", raising=False)
+    monkeypatch.delenv(STORE_ENV, raising=False)
     return home
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[PgCluster]:
+    """One throwaway PostgreSQL cluster for the whole test session, removed at the end."""
+    reason = pgcluster.unavailable_reason()
+    if reason is not None:
+        if os.environ.get(REQUIRE_PG_ENV) == "1":
+            pytest.fail(f"{REQUIRE_PG_ENV}=1 but {reason}")
+        pytest.skip(reason)
+    cluster = PgCluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@dataclass(frozen=True)
+class Store:
+    """The store a test runs on: its name (a test id part) and its URL."""
+
+    name: str
+    url: str
+
+    @property
+    def is_postgres(self) -> bool:
+        """True on the PostgreSQL cluster."""
+        return self.name == "postgres"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store(
+    request: pytest.FixtureRequest, sd_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Store]:
+    """Run the test on each store; in-process code and CLI subprocesses both use it.
+
+    SQLite is the default file in `sd_home` (SWARMDECK_STORE unset, as a user has it);
+    PostgreSQL is a fresh database of the session's cluster, dropped after the test.
+    """
+    if request.param == "sqlite":
+        yield Store("sqlite", f"sqlite:///{sd_home / 'swarmdeck.sqlite'}")
+        return
+    cluster: PgCluster = request.getfixturevalue("pg_cluster")
+    url = cluster.create_database()
+    monkeypatch.setenv(STORE_ENV, url)
+    try:
+        yield Store("postgres", url)
+    finally:
+        cluster.drop_database(url)
 
 
 def write_provider(
@@ -55,9 +112,13 @@ class CliResult:
 
 
 def cli_env(home: Path, **extra: str) -> dict[str, str]:
-    """The environment a CLI subprocess runs with."""
+    """The environment a CLI subprocess runs with: this test's home and store, no other
+    SWARMDECK_* setting of the caller's shell."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SWARMDECK_")}
     env["SWARMDECK_HOME"] = str(home)
+    # The same store as in-process code: the `store` fixture sets it, `sd_home` clears it.
+    if os.environ.get(STORE_ENV):
+        env[STORE_ENV] = os.environ[STORE_ENV]
     env.update(extra)
     return env
 

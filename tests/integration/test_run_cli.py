@@ -1,4 +1,5 @@
-"""`swarmdeck run` end to end: real CLI process, real SDKs over loopback, real SQLite."""
+"""`swarmdeck run` end to end: real CLI process, real SDKs over loopback, real SQLite and
+PostgreSQL stores."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli, write_provider
+from tests.conftest import Store, run_cli, write_provider
 
 READ_AND_ANSWER = {
     "scenarios": [
@@ -32,7 +33,9 @@ READ_AND_ANSWER = {
 
 
 @pytest.mark.parametrize("kind", ["openai", "anthropic"])
-def test_run_reads_writes_and_answers(sd_home: Path, workdir: Path, fake_llm, kind: str) -> None:
+def test_run_reads_writes_and_answers(
+    store: Store, sd_home: Path, workdir: Path, fake_llm, kind: str
+) -> None:
     fake_llm.set_script(READ_AND_ANSWER)
     base = fake_llm.openai_base_url if kind == "openai" else fake_llm.anthropic_base_url
     write_provider(sd_home, "fake", base, kind=kind)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from swarmdeck.errors import PermissionDeniedError
+from swarmdeck.errors import PermissionDeniedError, UsageError
 from swarmdeck.secrets.store import CredentialStore
 from swarmdeck.tools.sandbox import CommandResult, build_env, detect_sandbox, run_command
 from swarmdeck.workspace.rundir import RunDir
@@ -152,6 +152,33 @@ async def test_a_credentials_dir_passed_as_hidden_path_is_an_empty_tmpfs(
 
 @pytest.mark.sandbox
 @needs_bwrap
+async def test_nested_layouts_keep_hiding_and_read_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The swarmdeck home (and so the run dir) inside the workdir.
+    workdir = tmp_path / "nested-work"
+    home = workdir / ".sd"
+    monkeypatch.setenv("SWARMDECK_HOME", str(home))
+    CredentialStore(home / "credentials").set("openai", KEY)
+    run_dir = RunDir.create(home / "runs", "r1").path
+    script = f"cat {home}/credentials/openai.key; touch {run_dir}/ok; touch {workdir}/no"
+    result = await run_command(
+        ["sh", "-c", script],
+        workdir=workdir, run_dir=run_dir, writable=False, network=False, timeout_s=30,
+    )  # fmt: skip
+    assert KEY not in result.output
+    assert (run_dir / "ok").exists() and not (workdir / "no").exists()
+    # A workdir inside its own (writable) run dir stays read-only.
+    inner = run_dir / "work"
+    inner.mkdir()
+    result = await run_command(
+        ["touch", "x"], workdir=inner, run_dir=run_dir, writable=False, network=False, timeout_s=30
+    )
+    assert result.exit_code != 0 and not (inner / "x").exists()
+
+
+@pytest.mark.sandbox
+@needs_bwrap
 async def test_extra_hidden_paths_and_workdir_env_files_are_hidden(dirs: Dirs) -> None:
     private = dirs.outside / "private"
     private.mkdir()
@@ -273,3 +300,19 @@ def test_build_env_allow_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         build_env(tmp_path / "run", {"MY_API_KEY": "x"})
     with pytest.raises(PermissionDeniedError, match="holds a"):
         build_env(tmp_path / "run", {"HARMLESS": KEY})
+
+
+def test_run_dir_layout_and_modes(tmp_path: Path) -> None:
+    old = os.umask(0)
+    try:
+        run = RunDir.create(tmp_path / "runs", "20250101-abc")
+    finally:
+        os.umask(old)
+    for path in (run.path, run.home, run.tmp):
+        assert path.is_dir() and (path.stat().st_mode & 0o777) == 0o700
+    assert run.log_path == run.path / "run.log"
+    assert run.events_path == run.path / "events.jsonl"
+    assert RunDir.create(tmp_path / "runs", "20250101-abc") == run  # reopening is fine
+    for bad in ("", "../x", "a/b", ".hidden", "x" * 200):
+        with pytest.raises(UsageError):
+            RunDir.create(tmp_path / "runs", bad)

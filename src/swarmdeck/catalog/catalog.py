@@ -12,7 +12,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from swarmdeck.catalog import schema
 from swarmdeck.catalog.db import create_db_engine
-from swarmdeck.catalog.records import EventRecord, SessionRecord, UsageTotals
+from swarmdeck.catalog.records import EventRecord, InboxItem, SessionRecord, UsageTotals
 from swarmdeck.errors import NotFoundError
 from swarmdeck.models.types import Usage
 
@@ -176,7 +176,13 @@ class Catalog:
         """Remove a session, its descendants and their transcripts; returns the removed ids."""
         ids = [session_id, *self.descendant_ids(session_id)]
         with self.engine.begin() as conn:
-            for table in (schema.events, schema.usage, schema.artifacts, schema.tool_marks):
+            for table in (
+                schema.events,
+                schema.usage,
+                schema.artifacts,
+                schema.tool_marks,
+                schema.inbox,
+            ):
                 conn.execute(table.delete().where(table.c.session_id.in_(ids)))
             conn.execute(schema.sessions.delete().where(schema.sessions.c.id.in_(ids)))
         return ids
@@ -193,6 +199,76 @@ class Catalog:
                 frontier = [r[0] for r in rows]
                 found.extend(frontier)
         return found
+
+    def ancestor_ids(self, session_id: str) -> list[str]:
+        """Parent, grandparent... up to the root."""
+        found: list[str] = []
+        current = self.get_session(session_id).parent_id
+        while current:
+            found.append(current)
+            current = self.get_session(current).parent_id
+        return found
+
+    def live_children(self, parent_id: str) -> int:
+        """How many live children the parent has (terminal ones do not count)."""
+        from swarmdeck.catalog.records import TERMINAL_STATUSES
+
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(schema.sessions.c.status).where(schema.sessions.c.parent_id == parent_id)
+            ).all()
+        return sum(1 for r in rows if r[0] not in TERMINAL_STATUSES)
+
+    # -- inbox ------------------------------------------------------------------------
+
+    def post(self, session_id: str, msg_id: str, kind: str, payload: dict[str, Any]) -> bool:
+        """Deliver a message; False when this msg_id was delivered before (a client retry)."""
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(
+                    schema.inbox.insert().values(
+                        session_id=session_id,
+                        msg_id=msg_id,
+                        kind=kind,
+                        payload=self._json(payload),
+                        created_at=time.time(),
+                    )
+                )
+            return True
+        except IntegrityError:
+            return False
+
+    def drain(
+        self, session_id: str, claim: str, kinds: Iterable[str] | None = None
+    ) -> list[InboxItem]:
+        """Take the pending messages (of these kinds) for one consumer step, in order.
+
+        A step rerun after a crash passes the same claim and gets the same items back.
+        """
+        inbox = schema.inbox
+        with self.engine.begin() as conn:
+            pending = sa.and_(inbox.c.session_id == session_id, inbox.c.consumed_by.is_(None))
+            if kinds is not None:
+                pending = sa.and_(pending, inbox.c.kind.in_(list(kinds)))
+            conn.execute(inbox.update().where(pending).values(consumed_by=claim))
+            rows = conn.execute(
+                sa.select(inbox)
+                .where(inbox.c.session_id == session_id, inbox.c.consumed_by == claim)
+                .order_by(inbox.c.id)
+            ).all()
+        return [InboxItem(r.id, r.msg_id, r.kind, json.loads(r.payload)) for r in rows]
+
+    def pending_count(self, session_id: str) -> int:
+        """Messages not yet taken by the session."""
+        with self.engine.connect() as conn:
+            return conn.execute(
+                sa.select(sa.func.count())
+                .select_from(schema.inbox)
+                .where(
+                    schema.inbox.c.session_id == session_id,
+                    schema.inbox.c.consumed_by.is_(None),
+                )
+            ).scalar_one()
 
     # -- events -----------------------------------------------------------------------
 
@@ -312,6 +388,46 @@ class Catalog:
                 if r.cost_usd is not None:
                     row["cost_usd"] = (row["cost_usd"] or 0.0) + r.cost_usd
         return totals
+
+    # -- artifacts --------------------------------------------------------------------
+
+    def put_artifact(self, session_id: str, name: str, path: str, size: int, sha256: str) -> None:
+        """Record (or replace) an artifact's metadata."""
+        table = schema.artifacts
+        with self.engine.begin() as conn:
+            conn.execute(
+                table.delete().where(table.c.session_id == session_id, table.c.name == name)
+            )
+            conn.execute(
+                table.insert().values(
+                    session_id=session_id,
+                    name=name,
+                    path=path,
+                    size=size,
+                    sha256=sha256,
+                    ts=time.time(),
+                )
+            )
+
+    def artifact(self, session_id: str, name: str) -> dict[str, Any] | None:
+        """One artifact's metadata, or None."""
+        table = schema.artifacts
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                sa.select(table).where(table.c.session_id == session_id, table.c.name == name)
+            ).first()
+        return dict(row._mapping) if row else None
+
+    def artifacts_of(self, session_ids: Iterable[str]) -> list[dict[str, Any]]:
+        """Artifacts of these sessions, oldest first."""
+        table = schema.artifacts
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(table)
+                .where(table.c.session_id.in_(list(session_ids)))
+                .order_by(table.c.ts)
+            )
+            return [dict(r._mapping) for r in rows]
 
     # -- once-effect marks ------------------------------------------------------------
 

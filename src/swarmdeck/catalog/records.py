@@ -42,6 +42,7 @@ class SessionRecord:
     result: Any
     final_text: str | None
     error: str | None
+    generation: int
     created_at: float
     updated_at: float
 
@@ -78,6 +79,16 @@ class EventRecord:
         m = dict(row._mapping)
         m["payload"] = json.loads(m["payload"])
         return cls(**m)
+
+
+@dataclass
+class InboxItem:
+    """One message delivered to a session."""
+
+    id: int
+    msg_id: str
+    kind: str
+    payload: dict[str, Any]
 
 
 @dataclass

@@ -27,8 +27,27 @@ sessions = sa.Table(
     sa.Column("result", sa.Text),  # JSON of the submitted result
     sa.Column("final_text", sa.Text),
     sa.Column("error", sa.Text),
+    # Each generation is one workflow run of the session: resume and rollover start the
+    # next one, so a long-lived session never replays an unbounded step log.
+    sa.Column("generation", sa.Integer, nullable=False, default=0),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+# The inbox lives in the catalog, not in engine messages: a message sent while no worker
+# runs, or while the session rolls over to a new workflow, is kept until a worker drains
+# it. The engine only rings a doorbell so a waiting session wakes at once.
+inbox = sa.Table(
+    "sd_inbox",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("session_id", sa.String(64), nullable=False, index=True),
+    sa.Column("msg_id", sa.String(128), nullable=False),
+    sa.Column("kind", sa.String(32), nullable=False),
+    sa.Column("payload", sa.Text, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("consumed_by", sa.String(128)),
+    sa.UniqueConstraint("session_id", "msg_id", name="uq_sd_inbox_msg"),
 )
 
 events = sa.Table(

@@ -21,7 +21,7 @@ app = typer.Typer(
 
 def _register() -> None:
     # Command modules register themselves on import; kept here so `app` has them all.
-    from swarmdeck.cli import demo, fake_llm, run, sessions  # noqa: F401
+    from swarmdeck.cli import artifacts, demo, fake_llm, run, sessions, worker  # noqa: F401
 
 
 def _fail(message: str, code: int) -> None:

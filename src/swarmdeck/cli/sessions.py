@@ -191,3 +191,94 @@ def resume(
     print(final.final_text or "")
     print(f"session {sid}: {final.status}", file=sys.stderr)
     raise typer.Exit(exit_code_for(status))
+
+
+@sessions_app.command("send")
+def send(
+    session_id: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
+    text: Annotated[str, typer.Argument(help="The message.")],
+    msg_id: Annotated[
+        str | None,
+        typer.Option("--id", help="Message id; a retry with the same id is delivered once."),
+    ] = None,
+) -> None:
+    """Deliver a message to a session; kept until a worker runs it if none does now."""
+    host = Host()
+    sid = host.catalog.resolve_session_id(session_id)
+    fresh = host.send(sid, text, msg_id)
+    print(json.dumps({"session_id": sid, "delivered": True, "duplicate": not fresh}))
+
+
+@sessions_app.command("answer")
+def answer(
+    session_id: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
+    text: Annotated[str, typer.Argument(help="The answer to its question.")],
+    msg_id: Annotated[str | None, typer.Option("--id", help="Answer id, for safe retries.")] = None,
+) -> None:
+    """Answer a session that asked the user a question (status input_required)."""
+    host = Host()
+    sid = host.catalog.resolve_session_id(session_id)
+    fresh = host.answer(sid, text, msg_id)
+    print(json.dumps({"session_id": sid, "delivered": True, "duplicate": not fresh}))
+
+
+@sessions_app.command("cancel")
+def cancel(
+    session_id: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
+) -> None:
+    """Cancel a session and every sub-agent below it."""
+    host = Host()
+    sid = host.catalog.resolve_session_id(session_id)
+
+    async def go() -> list[str]:
+        try:
+            return await host.cancel(sid)
+        finally:
+            host.shutdown()
+
+    cancelled = asyncio.run(go())
+    print(json.dumps({"cancelled": cancelled}))
+
+
+@sessions_app.command("rm")
+def rm(
+    session_id: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
+) -> None:
+    """Remove a finished session with all its sub-agents and transcripts."""
+    host = Host()
+    removed = host.remove(host.catalog.resolve_session_id(session_id))
+    print(json.dumps({"removed": removed}))
+
+
+@sessions_app.command("tree")
+def tree_cmd(
+    session_id: Annotated[str, typer.Argument(help="Any session of the tree.")],
+) -> None:
+    """Show a session tree: parent, sub-agents and their statuses."""
+    catalog = open_catalog()
+    root = catalog.get_session(catalog.resolve_session_id(session_id)).root_id
+    Console().print(render_tree(catalog, root))
+
+
+def render_tree(catalog: Catalog, root_id: str) -> object:
+    """A rich Tree of a session and its descendants."""
+    from rich.tree import Tree
+
+    rows = catalog.list_sessions(root_id=root_id, limit=10_000)
+    by_parent: dict[str | None, list[SessionRecord]] = {}
+    for s in sorted(rows, key=lambda s: s.created_at):
+        by_parent.setdefault(s.parent_id, []).append(s)
+
+    def label(s: SessionRecord) -> str:
+        style = STATUS_STYLE.get(s.status, "")
+        return f"{s.id}  [{style}]{s.status}[/]  {_title(s)}"
+
+    root = catalog.get_session(root_id)
+    tree = Tree(label(root))
+
+    def grow(node: Tree, parent: str) -> None:
+        for child in by_parent.get(parent, []):
+            grow(node.add(label(child)), child.id)
+
+    grow(tree, root_id)
+    return tree

@@ -16,7 +16,7 @@ from dbos import DBOS, DBOSClient, DBOSConfig, SetWorkflowID
 from swarmdeck import __version__
 from swarmdeck.catalog.workers import WorkerRegistry
 from swarmdeck.config import Settings
-from swarmdeck.runtime.services import Services, set_services
+from swarmdeck.runtime.services import Services, services, set_services
 from swarmdeck.runtime.session import run_session
 
 APP_NAME = "swarmdeck"
@@ -24,6 +24,11 @@ APP_NAME = "swarmdeck"
 # filtered by application version) would skip the sessions another process started.
 APP_VERSION = f"swarmdeck-{__version__}"
 HEARTBEAT_SECONDS = 2.0
+
+
+def workflow_id(session_id: str, generation: int) -> str:
+    """The workflow of one generation of a session."""
+    return session_id if generation == 0 else f"{session_id}~g{generation}"
 
 
 class _DBOSDurable:
@@ -42,14 +47,24 @@ class _DBOSDurable:
         return await DBOS.run_step_async({"name": "now"}, _wall_clock)
 
     async def start_child(self, session_id: str) -> None:
-        with SetWorkflowID(session_id):
+        with SetWorkflowID(workflow_id(session_id, 0)):
             await DBOS.start_workflow_async(session_workflow, session_id)
 
     async def send(self, session_id: str, message: Any, topic: str) -> None:
-        await DBOS.send_async(session_id, message, topic)
+        generation = services().catalog.get_session(session_id).generation
+        await DBOS.send_async(workflow_id(session_id, generation), message, topic)
 
     async def restart_as_new(self, session_id: str) -> None:
-        raise NotImplementedError
+        generation = await self.step("next_generation", _next_generation, session_id)
+        with SetWorkflowID(workflow_id(session_id, generation)):
+            await DBOS.start_workflow_async(session_workflow, session_id)
+
+
+async def _next_generation(session_id: str) -> int:
+    catalog = services().catalog
+    generation = catalog.get_session(session_id).generation + 1
+    catalog.update_session(session_id, generation=generation)
+    return generation
 
 
 async def _wall_clock() -> float:
@@ -95,6 +110,7 @@ class Engine:
 
     def launch(self) -> None:
         """Start DBOS and the heartbeat; register as a worker."""
+        self.services.engine_ops = self
         set_services(self.services)
         DBOS(config=_dbos_config(self.services.settings, self.services, self.executor_id))
         DBOS.launch()
@@ -125,36 +141,69 @@ class Engine:
             DBOS._recover_pending_workflows(claimed)
         return claimed
 
+    def current_workflow(self, session_id: str) -> str:
+        """The workflow id of the session's current generation."""
+        return workflow_id(session_id, self.services.catalog.get_session(session_id).generation)
+
     async def start_session(self, session_id: str) -> None:
-        """Start the workflow of a new session; an existing one is left to its owner or to
-        recovery, never executed a second time from here."""
-        if await self.workflow_status(session_id) is not None:
+        """Start the current generation's workflow unless it exists; an existing one is left
+        to its owner or to recovery, never executed a second time from here."""
+        wf = self.current_workflow(session_id)
+        if await self.workflow_status(wf) is not None:
             return
-        with SetWorkflowID(session_id):
+        with SetWorkflowID(wf):
             await DBOS.start_workflow_async(session_workflow, session_id)
 
-    async def session_outcome(self, session_id: str) -> dict[str, Any] | None:
-        """Wait for a session's workflow to end and return its outcome."""
-        handle = await DBOS.retrieve_workflow_async(session_id)
-        return await handle.get_result()
+    async def next_generation(self, session_id: str) -> None:
+        """Retire the current workflow (cancelled if unfinished) and start the next one."""
+        old = self.current_workflow(session_id)
+        if await self.workflow_status(old) in ("PENDING", "ENQUEUED"):
+            await DBOS.cancel_workflow_async(old)
+        await _next_generation(session_id)
+        await self.start_session(session_id)
 
-    async def workflow_status(self, session_id: str) -> str | None:
-        """DBOS's status of the session's workflow (PENDING, SUCCESS, ERROR...), or None."""
-        status = await DBOS.get_workflow_status_async(session_id)
+    async def session_outcome(self, session_id: str) -> dict[str, Any]:
+        """Wait for the session's workflow to end (following rollovers) and return its outcome."""
+        while True:
+            handle = await DBOS.retrieve_workflow_async(self.current_workflow(session_id))
+            try:
+                outcome = await handle.get_result()
+            except Exception as exc:  # cancelled or failed workflows raise here
+                status = self.services.catalog.get_session(session_id).status
+                return {"status": status, "reason": type(exc).__name__}
+            if not outcome or outcome.get("status") != "rolled_over":
+                return outcome or {}
+
+    async def workflow_status(self, wf_id: str) -> str | None:
+        """DBOS's status of a workflow (PENDING, SUCCESS, ERROR, CANCELLED...), or None."""
+        status = await DBOS.get_workflow_status_async(wf_id)
         return status.status if status else None
 
-    async def send(self, session_id: str, message: Any, topic: str, idempotency_key: str) -> None:
-        """Send a durable message to a session from outside any workflow."""
-        await DBOS.send_async(session_id, message, topic, idempotency_key=idempotency_key)
+    async def ring(self, session_id: str) -> None:
+        """Wake the session if it waits on its doorbell; the message itself is in the inbox."""
+        try:
+            await DBOS.send_async(self.current_workflow(session_id), "ring", "doorbell")
+        except Exception:  # no workflow yet or finished: the inbox keeps the message
+            return
+
+    async def cancel(self, session_ids: list[str]) -> None:
+        """Stop these sessions' workflows (their catalog status is set by the caller)."""
+        for sid in session_ids:
+            wf = self.current_workflow(sid)
+            if await self.workflow_status(wf) in ("PENDING", "ENQUEUED"):
+                await DBOS.cancel_workflow_async(wf)
 
 
-def send_offline(
-    settings: Settings, session_id: str, message: Any, topic: str, idempotency_key: str
-) -> None:
-    """Send a durable message without launching a runtime (delivered when a worker runs)."""
-    client = DBOSClient(system_database_url=settings.store_url)
+def ring_offline(settings: Settings, wf_id: str) -> None:
+    """Ring a session's doorbell from a process that runs no engine (best effort)."""
     try:
-        client.send(session_id, message, topic, idempotency_key=idempotency_key)
+        client = DBOSClient(system_database_url=settings.store_url)
+    except Exception:
+        return
+    try:
+        client.send(wf_id, "ring", "doorbell")
+    except Exception:  # no such workflow yet: the inbox keeps the message
+        pass
     finally:
         client.destroy()
 

@@ -14,7 +14,7 @@ from typing import Any
 from swarmdeck.catalog.records import EventRecord, SessionRecord
 from swarmdeck.config import Settings, load_settings
 from swarmdeck.errors import MissingKeyError, TaskRefusedError, UsageError
-from swarmdeck.runtime.engine import Engine
+from swarmdeck.runtime.engine import Engine, ring_offline, workflow_id
 from swarmdeck.runtime.services import Services
 from swarmdeck.tools.base import Tool
 from swarmdeck.workspace.rundir import RunDir
@@ -29,11 +29,13 @@ def new_session_id() -> str:
 
 def default_tools() -> list[Tool]:
     """Built-in tools every session may be offered (filtered by mode)."""
+    from swarmdeck.tools.builtins.artifacts import ARTIFACT_TOOLS
+    from swarmdeck.tools.builtins.control import CONTROL_TOOLS
     from swarmdeck.tools.builtins.files import FILE_TOOLS
     from swarmdeck.tools.builtins.results import SUBMIT_RESULT_TOOL
     from swarmdeck.tools.builtins.shell import SHELL_TOOL
 
-    return [*FILE_TOOLS, SHELL_TOOL, SUBMIT_RESULT_TOOL]
+    return [*FILE_TOOLS, SHELL_TOOL, *ARTIFACT_TOOLS, *CONTROL_TOOLS, SUBMIT_RESULT_TOOL]
 
 
 @dataclass
@@ -114,6 +116,69 @@ class Host:
         )
         self.catalog.append_event(session_id, "task", "task", {"text": req.task})
         return record
+
+    def send(
+        self, session_id: str, text: str, msg_id: str | None = None, kind: str = "user"
+    ) -> bool:
+        """Deliver a message to a session's durable inbox; a retry with the same id is a no-op.
+
+        Works whether or not a worker runs the session now: the message waits in the catalog.
+        """
+        record = self.catalog.get_session(session_id)
+        if record.terminal:
+            raise UsageError(
+                f"session {session_id} has ended ({record.status})",
+                "start a new session, or continue a code session with --mode resume",
+            )
+        fresh = self.catalog.post(session_id, msg_id or secrets.token_hex(8), kind, {"text": text})
+        if self.engine is not None:
+            return fresh
+        ring_offline(self.settings, workflow_id(session_id, record.generation))
+        return fresh
+
+    def answer(self, session_id: str, text: str, msg_id: str | None = None) -> bool:
+        """Answer a session's ask_user question."""
+        record = self.catalog.get_session(session_id)
+        if record.status != "input_required":
+            raise UsageError(
+                f"session {session_id} is not waiting for an answer (it is {record.status})",
+                "`swarmdeck sessions show ID` shows what it is doing",
+            )
+        return self.send(session_id, text, msg_id, kind="answer")
+
+    async def ring(self, session_id: str) -> None:
+        """Wake a session after a message (in-process engine)."""
+        await self.launch().ring(session_id)
+
+    async def cancel(self, session_id: str, reason: str = "cancelled by the user") -> list[str]:
+        """Cancel a session and all its descendants."""
+        from swarmdeck.runtime.tree import cancel_tree
+
+        self.launch()
+        return await cancel_tree(session_id, reason)
+
+    async def continue_session(self, session_id: str, text: str) -> None:
+        """Give an earlier session a new instruction and run it again (resume)."""
+        record = self.catalog.get_session(session_id)
+        found = self.services.redactor.contains_secret(text)
+        if found:
+            raise TaskRefusedError(f"task refused: it contains a credential ({found})")
+        engine = self.launch()
+        self.catalog.update_session(session_id, status="pending", error=None)
+        key = f"resume:{record.generation + 1}"
+        self.catalog.append_event(session_id, key, "user", {"text": text})
+        await engine.next_generation(session_id)
+
+    def remove(self, session_id: str) -> list[str]:
+        """Delete a finished session with its whole subtree (never leaves orphans)."""
+        ids = [session_id, *self.catalog.descendant_ids(session_id)]
+        live = [i for i in ids if not self.catalog.get_session(i).terminal]
+        if live:
+            raise UsageError(
+                f"session tree still has live sessions: {', '.join(live)}",
+                f"cancel it first: `swarmdeck sessions cancel {session_id}`",
+            )
+        return self.catalog.delete_session_tree(session_id)
 
     async def start(self, session_id: str) -> None:
         """Run the session's workflow in this process."""

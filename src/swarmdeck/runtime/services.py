@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from swarmdeck.catalog.catalog import Catalog
 from swarmdeck.config import Settings
@@ -21,6 +21,18 @@ from swarmdeck.tools.base import Tool, ToolRegistry
 ResultValidator = Callable[[Any], str | None]
 
 
+class EngineOps(Protocol):
+    """What steps may ask of the engine without importing it."""
+
+    async def ring(self, session_id: str) -> None:
+        """Wake the session if it waits on its inbox (best effort; the inbox is durable)."""
+        ...
+
+    async def cancel(self, session_ids: list[str]) -> None:
+        """Stop these sessions' workflows."""
+        ...
+
+
 @dataclass
 class Services:
     """Everything steps need, built once per process."""
@@ -33,6 +45,7 @@ class Services:
     limiter: ProviderLimiter
     tools: ToolRegistry
     result_validators: dict[str, ResultValidator] = field(default_factory=dict)
+    engine_ops: EngineOps | None = None
     _models: dict[str, ChatModel] = field(default_factory=dict)
 
     @classmethod

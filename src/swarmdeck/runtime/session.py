@@ -1,52 +1,167 @@
-"""The session loop: LLM turns and tool calls as durable steps, until the model is done."""
+"""The session loop: LLM turns and tool calls as durable steps, until the model is done.
+
+Between turns a persistent session idles on its inbox (and its cron); a one-shot session
+(a dispatched task, a sub-agent) ends when the model ends its turn.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from swarmdeck.runtime import steps
+from swarmdeck.runtime import steps, tree
+from swarmdeck.runtime.control import ControlTools
 from swarmdeck.runtime.durable import Durable
 
 DEFAULT_MAX_TURNS = 50
 MAX_RESULT_ATTEMPTS = 3
+IDLE_RECV_SECONDS = 3600.0
+# After a wake-up, keep collecting messages that arrive this close together (up to the cap),
+# so twenty children finishing at once cost the parent one turn, not twenty.
+BATCH_GAP_SECONDS = 0.25
+BATCH_MAX_SECONDS = 2.0
 
 
 async def run_session(session_id: str, d: Durable) -> dict[str, Any]:
-    """Drive one session to its end; returns {status, reason}."""
+    """Drive one session (one generation of it) to its end; returns {status, reason}."""
     info = await d.step("load", steps.load_session, session_id)
     if info["terminal"]:
         return {"status": info["status"], "reason": "already finished"}
-    options = info["options"]
-    max_turns = int(options.get("max_turns", DEFAULT_MAX_TURNS))
-    turn = info["turns_done"]
-    rejected = 0
-    last_text = ""
-    while True:
-        if turn >= max_turns:
-            return await _end(d, session_id, "completed", last_text, None, "step_cap")
-        reply = await d.step("llm_turn", steps.llm_turn, session_id, turn)
-        if "error" in reply:
-            return await _end(d, session_id, "failed", last_text, reply["error"], "provider_error")
-        last_text = reply["text"] or last_text
+    return await SessionLoop(d, session_id, info).run()
+
+
+class SessionLoop:
+    """One generation of a session's workflow."""
+
+    def __init__(self, d: Durable, session_id: str, info: dict[str, Any]) -> None:
+        self.d = d
+        self.sid = session_id
+        self.options: dict[str, Any] = info["options"]
+        self.offered: set[str] = set(info["offered"])
+        self.generation: int = info["generation"]
+        self.budgeted: bool = info["budgeted"]
+        self.rollover: int = info["rollover_iterations"]
+        self.turn: int = info["turns_done"]
+        self.max_turns = int(self.options.get("max_turns", DEFAULT_MAX_TURNS))
+        self.one_shot = bool(self.options.get("one_shot", True))
+        self.cron: dict[str, Any] | None = self.options.get("cron")
+        self.iterations = 0
+        self.drains = 0
+        self.rejected = 0
+        self.last_text = ""
+        self.control = ControlTools(self)
+
+    async def run(self) -> dict[str, Any]:
+        """Turns until the model is done, a limit is hit, or the generation rolls over."""
+        await self.drain(None)  # messages that arrived while no worker ran
+        while True:
+            ended = await self.check_limits()
+            if ended:
+                return ended
+            reply = await self.d.step("llm_turn", steps.llm_turn, self.sid, self.turn)
+            self.iterations += 1
+            if "error" in reply:
+                return await self.end("failed", reply["error"], "provider_error")
+            self.last_text = reply["text"] or self.last_text
+            submitted = await self.run_calls(reply["tool_calls"])
+            self.turn += 1
+            if submitted:
+                return await self.end("completed", None, "submitted")
+            if self.rejected >= MAX_RESULT_ATTEMPTS:
+                return await self.end("completed", None, "result_malformed")
+            if reply["tool_calls"]:
+                continue
+            if self.one_shot and not self.cron:
+                return await self.end("completed", None, "model_done")
+            if self.iterations >= self.rollover:
+                return await self.roll_over()
+            await self.idle()
+
+    async def check_limits(self) -> dict[str, Any] | None:
+        """The step cap and the budgets, checked at every turn boundary."""
+        if self.turn >= self.max_turns:
+            return await self.end("completed", None, "step_cap")
+        if self.budgeted:
+            exceeded = await self.d.step("budget", steps.check_budget, self.sid)
+            if exceeded:
+                return await self.end("budget_exceeded", exceeded, "budget")
+        return None
+
+    async def run_calls(self, calls: list[dict[str, Any]]) -> bool:
+        """Run a turn's tool calls in order; True when a result was accepted."""
         submitted = False
-        for call in reply["tool_calls"]:
-            if call["name"] == steps.SUBMIT_RESULT:
-                outcome = await d.step("submit_result", steps.submit_result, session_id, turn, call)
+        for call in calls:
+            name = call["name"]
+            if name == steps.SUBMIT_RESULT and name in self.offered:
+                outcome = await self.d.step(
+                    "submit_result", steps.submit_result, self.sid, self.turn, call
+                )
                 submitted = submitted or outcome["accepted"]
-                rejected += 0 if outcome["accepted"] else 1
+                self.rejected += 0 if outcome["accepted"] else 1
+            elif name in self.offered and self.control.handles(name):
+                content, is_error = await self.control.run(name, call)
+                await self.d.step(
+                    "record", steps.record_result, self.sid, self.turn, call, content, is_error
+                )
             else:
-                await d.step("tool", steps.tool_call, session_id, turn, call)
-        turn += 1
-        if submitted:
-            return await _end(d, session_id, "completed", last_text, None, "submitted")
-        if rejected >= MAX_RESULT_ATTEMPTS:
-            return await _end(d, session_id, "completed", last_text, None, "result_malformed")
-        if not reply["tool_calls"]:
-            return await _end(d, session_id, "completed", last_text, None, "model_done")
+                await self.d.step("tool", steps.tool_call, self.sid, self.turn, call)
+        return submitted
 
+    async def drain(self, kinds: list[str] | None, record: bool = True) -> list[dict[str, Any]]:
+        """Take pending inbox messages (durably, once)."""
+        self.drains += 1
+        claim = f"g{self.generation}:d{self.drains}"
+        return await self.d.step("drain", tree.drain_inbox, self.sid, claim, kinds, record)
 
-async def _end(
-    d: Durable, session_id: str, status: str, text: str, error: str | None, reason: str
-) -> dict[str, Any]:
-    await d.step("finish", steps.finish, session_id, status, text, error, reason)
-    return {"status": status, "reason": reason}
+    async def idle(self) -> None:
+        """Wait for a message or the next cron tick; the model then takes a turn."""
+        await self.d.step("status", steps.set_status, self.sid, "idle")
+        while True:
+            if await self.drain(None):
+                break
+            now = await self.d.now()
+            if self.cron and now >= self.cron["next_at"]:
+                await self.tick_cron()
+                break
+            timeout = self.cron["next_at"] - now if self.cron else IDLE_RECV_SECONDS
+            if await self.d.recv("doorbell", timeout) is not None:
+                await self.collect_batch()
+        await self.d.step("status", steps.set_status, self.sid, "running")
+
+    async def collect_batch(self) -> None:
+        """Let a burst of messages land before draining them all in one turn."""
+        waited = 0.0
+        while waited < BATCH_MAX_SECONDS:
+            if await self.d.recv("doorbell", BATCH_GAP_SECONDS) is None:
+                return
+            waited += BATCH_GAP_SECONDS
+
+    async def tick_cron(self) -> None:
+        """Fire the cron: a timer message in the transcript, and the next deadline."""
+        assert self.cron is not None
+        fired_at = self.cron["next_at"]
+        self.cron = {**self.cron, "next_at": fired_at + self.cron["interval"]}
+        await self.d.step("cron_next", tree.set_cron, self.sid, self.cron)
+        text = f"cron tick: {self.cron['reason'] or 'recurring wake-up'}"
+        await self.d.step(
+            "timer", steps.append_event, self.sid, f"cron:{fired_at}", "timer", {"text": text}
+        )
+
+    async def roll_over(self) -> dict[str, Any]:
+        """Continue in a fresh workflow; the catalog keeps the whole history."""
+        await self.d.restart_as_new(self.sid)
+        return {"status": "rolled_over", "reason": "rollover"}
+
+    async def end(self, status: str, error: str | None, reason: str) -> dict[str, Any]:
+        """Record how the session ended and tell its parent."""
+        await self.d.step(
+            "finish",
+            steps.finish,
+            self.sid,
+            status,
+            self.last_text,
+            error,
+            reason,
+            f"end:g{self.generation}",
+        )
+        await self.d.step("notify_parent", tree.notify_parent, self.sid)
+        return {"status": status, "reason": reason}

@@ -45,20 +45,80 @@ def tool_context(record: SessionRecord, call_key: str = "") -> ToolContext:
     )
 
 
+BUDGET_KEYS = ("max_tokens", "max_cost", "max_turns_total")
+
+
 async def load_session(session_id: str) -> dict[str, Any]:
     """The parts of the session record the loop needs; marks it running."""
     svc = services()
     record = svc.catalog.get_session(session_id)
     if not record.terminal:
         svc.catalog.set_status(session_id, "running")
-    turns = len(svc.catalog.events(session_id, kinds=["assistant"]))
+    chain = [record] + [svc.catalog.get_session(a) for a in svc.catalog.ancestor_ids(session_id)]
     return {
         "mode": record.mode,
         "options": record.options,
         "terminal": record.terminal,
         "status": record.status,
-        "turns_done": turns,
+        "generation": record.generation,
+        "turns_done": len(svc.catalog.events(session_id, kinds=["assistant"])),
+        "offered": [t.name for t in offered_tools(record)],
+        "budgeted": any(_budget(s) for s in chain),
+        "rollover_iterations": int(
+            record.options.get("rollover_iterations", svc.settings.rollover_iterations)
+        ),
     }
+
+
+def _budget(record: SessionRecord) -> dict[str, float]:
+    budget = record.options.get("budget") or {}
+    return {k: float(v) for k, v in budget.items() if k in BUDGET_KEYS and v is not None}
+
+
+async def check_budget(session_id: str) -> str | None:
+    """None while the session and every ancestor are within budget; else why not.
+
+    A child draws from its parent's budget: an ancestor's budget covers its whole subtree.
+    """
+    catalog = services().catalog
+    for sid in [session_id, *catalog.ancestor_ids(session_id)]:
+        budget = _budget(catalog.get_session(sid))
+        if not budget:
+            continue
+        used = catalog.usage_totals([sid, *catalog.descendant_ids(sid)])
+        spent = {
+            "max_tokens": used.input + used.output,
+            "max_cost": used.cost_usd or 0.0,
+            "max_turns_total": used.turns,
+        }
+        for key, limit in budget.items():
+            if spent[key] >= limit:
+                owner = "its" if sid == session_id else f"ancestor {sid}'s"
+                return f"budget exceeded: {key} {spent[key]:g} of {owner} limit {limit:g}"
+    return None
+
+
+async def record_result(
+    session_id: str, turn: int, call: dict[str, Any], content: str, is_error: bool
+) -> None:
+    """Store the result of a control tool call."""
+    services().catalog.append_event(
+        session_id,
+        f"tool:{turn}:{call['id']}",
+        "tool_result",
+        {
+            "call_id": call["id"],
+            "name": call["name"],
+            "content": content,
+            "is_error": is_error,
+            "permission_denied": False,
+        },
+    )
+
+
+async def append_event(session_id: str, key: str, kind: str, payload: dict[str, Any]) -> None:
+    """Append one transcript entry (idempotent by key)."""
+    services().catalog.append_event(session_id, key, kind, payload)
 
 
 async def llm_turn(session_id: str, turn: int) -> dict[str, Any]:
@@ -181,7 +241,7 @@ def _validate_submission(record: SessionRecord, raw: str) -> tuple[str | None, A
 
 
 async def finish(
-    session_id: str, status: str, final_text: str, error: str | None, reason: str
+    session_id: str, status: str, final_text: str, error: str | None, reason: str, key: str
 ) -> None:
     """Record how the session ended and why (the verdict classifies on the reason)."""
     svc = services()
@@ -191,7 +251,7 @@ async def finish(
     svc.catalog.update_session(session_id, **fields)
     svc.catalog.append_event(
         session_id,
-        f"end:{status}",
+        key,
         "status",
         {"status": status, "error": error, "reason": reason},
     )

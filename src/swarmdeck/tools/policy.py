@@ -147,9 +147,9 @@ _PUBLISH: dict[str, frozenset[str]] = {
     "gh": frozenset({"release", "pr", "repo", "auth", "api", "secret"}),
 }
 # Recursive deletes/permission changes of these targets wipe far more than the workdir.
-_ROOT_LIKE = frozenset(
-    {"/", "/*", "/.", "~", "~/", "~/*", "$HOME", "${HOME}", ".", "./", "*", "..", "../"}
-)
+_ROOT_LIKE = frozenset({"/", "/*", "/.", "~", "~/", "~/*", "$HOME", "${HOME}", "..", "../"})
+# Deleting the whole workdir is never the task (it is the planner's tree or worktree).
+_WORKDIR_WIPE = frozenset({".", "./", "*", "./*"})
 _SHELL_KEYWORDS = frozenset(
     {"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "for", "case", "esac",
      "in", "!", "{", "}", "time", "exec", "command", "builtin"}
@@ -254,7 +254,7 @@ def _check_git_read(mode: str, argv: list[str]) -> None:
     rest = argv[i + 1 :]
     listing = _GIT_LIST_ONLY.get(sub)
     if listing is not None and any(a not in listing for a in rest):
-        raise _denied(mode, f"git {sub} {' '.join(rest)}", f"only listing {sub}es is allowed")
+        raise _denied(mode, f"git {sub} {' '.join(rest)}", "only listing is allowed")
     for arg in rest:
         if arg.startswith(_GIT_REFUSED_PREFIXES):
             raise _denied(mode, f"git {sub} {arg}", "it writes files or runs commands")
@@ -348,7 +348,7 @@ def _check_denied(mode: str, argv: list[str], network: bool) -> None:
         raise _denied(mode, prog, _DENIED.get(prog, "changes the host system"))
     if prog in NETWORK_COMMANDS and not network:
         raise _denied(mode, prog, "network tools need a profile that allows network")
-    if prog in ("rsync",) and not network and any(":" in a for a in argv[1:]):
+    if prog == "rsync" and not network and any(":" in a for a in argv[1:]):
         raise _denied(mode, "rsync to a remote", "needs a profile that allows network")
     if prog in SHELLS:
         _check_shell_script(mode, argv, network)
@@ -414,6 +414,8 @@ def _check_root_targets(mode: str, argv: list[str]) -> None:
         shallow = norm.startswith("/") and norm.count("/") <= 1
         if target in _ROOT_LIKE or norm in (home, os.path.dirname(home)) or shallow:
             raise _denied(mode, f"{prog} -r {target}", "reaches far beyond the workdir")
+        if prog in ("rm", "shred") and target in _WORKDIR_WIPE:
+            raise _denied(mode, f"{prog} -r {target}", "it would wipe the whole workdir")
         if norm == ".." or target.startswith("../"):
             raise _denied(mode, f"{prog} -r {target}", "reaches outside the workdir")
 
@@ -488,4 +490,7 @@ def _check_shell_script(mode: str, argv: list[str], network: bool) -> None:
     except ValueError as exc:
         raise _denied(mode, f"{program(argv)} -c", f"cannot parse the script ({exc})") from exc
     for command in commands:
-        _check_denied(mode, command, network)
+        if command[0] == "eval":
+            _check_shell_script(mode, ["sh", "-c", " ".join(command[1:])], network)
+        else:
+            _check_denied(mode, command, network)

@@ -39,8 +39,12 @@ _USER_SECRETS = (
     ".pgpass", ".pypirc", ".npmrc", ".config/gcloud", ".config/gh", ".codex", ".claude",
     ".claude.json",
 )  # fmt: skip
-# Sockets that hand out root on the host; a read-only bind does not stop connect().
-_HOST_SOCKETS = ("/run/docker.sock", "/var/run/docker.sock", "/run/containerd", "/run/podman")
+# Host files that only root may read (tools may run as root), and sockets that hand out root
+# on the host: a read-only bind does not stop connect().
+_HOST_SECRETS = (
+    "/etc/shadow", "/etc/gshadow", "/run/docker.sock", "/var/run/docker.sock",
+    "/run/containerd", "/run/podman",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -133,12 +137,15 @@ def default_hidden_paths() -> list[Path]:
     return [
         home_dir(),
         *(user_home / name for name in _USER_SECRETS),
-        *(Path(p) for p in _HOST_SOCKETS),
+        *(Path(p) for p in _HOST_SECRETS),
     ]
 
 
 def _hide(path: Path) -> list[str]:
-    """bwrap args that cover `path`: an empty tmpfs for a dir, /dev/null for anything else."""
+    """bwrap args that cover `path`: an empty tmpfs for a dir, /dev/null for anything else.
+
+    The /dev/null bind lands on a nodev mount, so opening the covered file fails outright.
+    """
     if path.is_dir():
         return ["--tmpfs", str(path)]
     return ["--ro-bind", "/dev/null", str(path)]
@@ -167,16 +174,17 @@ def bwrap_args(
     args += ["--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     args += ["--tmpfs", "/tmp"]
     hidden = _existing(hidden_paths)
-    binds = [workdir, run_dir]
-    # Hide first, then bind the workdir and run dir (which may live under a hidden dir, as
-    # runs/ does under the swarmdeck home), then hide again whatever lies inside those binds.
+    # Hide first; then bind the run dir and workdir, outer before inner (runs/ lives under the
+    # hidden swarmdeck home; a workdir may live under its run dir and must stay read-only),
+    # hiding again after each bind whatever hidden path lies inside it.
     for path in hidden:
         args += _hide(path)
-    args += ["--bind" if writable else "--ro-bind", str(workdir), str(workdir)]
-    args += ["--bind", str(run_dir), str(run_dir)]
-    for path in hidden:
-        if any(_within(path, b) and path != b for b in binds):
-            args += _hide(path)
+    binds = sorted([(run_dir, True), (workdir, writable)], key=lambda b: len(b[0].parts))
+    for root, rw in binds:
+        args += ["--bind" if rw else "--ro-bind", str(root), str(root)]
+        for path in hidden:
+            if path != root and _within(path, root):
+                args += _hide(path)
     for path in _workdir_secrets(workdir):
         args += _hide(path)
     args += ["--chdir", str(workdir), "--clearenv"]
@@ -219,6 +227,8 @@ async def run_command(
     if isinstance(argv, str) or not argv:
         raise ToolError("argv must be a non-empty list of strings")
     workdir, run_dir = Path(workdir).resolve(), Path(run_dir).resolve()
+    if not workdir.is_dir():
+        raise ToolError(f"the workdir does not exist: {workdir}")
     info = await asyncio.to_thread(detect_sandbox)
     env = await asyncio.to_thread(build_env, run_dir)
     full = list(argv)

@@ -27,6 +27,8 @@ BINARY_SNIFF_BYTES = 8_192
 MAX_DIR_ENTRIES = 1_000
 MAX_GREP_MATCHES = 200
 MAX_GREP_LINE_CHARS = 300
+# Bounds the time one grep can take on a huge tree.
+MAX_GREP_FILES = 20_000
 # Bigger files are skipped by grep: they are data or build output, not source.
 MAX_GREP_FILE_BYTES = 5_000_000
 MAX_WRITE_BYTES = 10_000_000
@@ -195,7 +197,10 @@ def _search_file(path: Path, rx: re.Pattern[str], rel: str, room: int) -> list[s
 
 def _grep(start: Path, root: Path, rx: re.Pattern[str], glob: str | None) -> str:
     hits: list[str] = []
-    for path in _candidate_files(start, root, glob):
+    for scanned, path in enumerate(_candidate_files(start, root, glob), 1):
+        if scanned > MAX_GREP_FILES:
+            hits.append(f"(stopped after {MAX_GREP_FILES} files; narrow path or glob)")
+            break
         with contextlib.suppress(OSError):
             hits += _search_file(path, rx, _display(path, root), MAX_GREP_MATCHES + 1 - len(hits))
         if len(hits) > MAX_GREP_MATCHES:

@@ -1,0 +1,147 @@
+"""Control tools carried out by the session workflow itself: timers, sub-agents, ask_user.
+
+Each handler is workflow code: deterministic between durable calls, which it makes only
+through the Durable interface. It returns the text the model sees and whether it failed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from swarmdeck.errors import ToolError
+from swarmdeck.runtime import steps, tree
+from swarmdeck.tools.builtins.control import CONTROL_TOOLS
+
+if TYPE_CHECKING:
+    from swarmdeck.runtime.session import SessionLoop
+
+Outcome = tuple[str, bool]
+ANSWER_WAIT_SECONDS = 3600.0
+
+_TOOLS = {t.name: t for t in CONTROL_TOOLS}
+
+
+class ControlTools:
+    """The control tools of one session loop."""
+
+    def __init__(self, loop: SessionLoop) -> None:
+        self.loop = loop
+        self.d = loop.d
+        self.sid = loop.sid
+        self._handlers: dict[str, Callable[[Any, str], Awaitable[Outcome]]] = {
+            "wait": self.wait,
+            "cron": self.cron,
+            "cancel_cron": self.cancel_cron,
+            "spawn_agent": self.spawn_agent,
+            "message_agent": self.message_agent,
+            "check_agents": self.check_agents,
+            "wait_for_agents": self.wait_for_agents,
+            "cancel_agent": self.cancel_agent,
+            "list_sessions": self.list_sessions,
+            "ask_user": self.ask_user,
+        }
+
+    def handles(self, name: str) -> bool:
+        """True for the tools this class carries out."""
+        return name in self._handlers
+
+    async def run(self, name: str, call: dict[str, Any]) -> Outcome:
+        """Validate the arguments (pure, so replay-safe) and carry the call out."""
+        try:
+            args: BaseModel = _TOOLS[name].parse_args(call["arguments"])
+        except ToolError as exc:
+            return f"error: {exc.message}", True
+        return await self._handlers[name](args, f"{self.loop.turn}:{call['id']}")
+
+    async def wait(self, args: Any, _key: str) -> Outcome:
+        await self.d.step("status", steps.set_status, self.sid, "waiting")
+        await self.d.sleep(args.seconds)
+        await self.d.step("status", steps.set_status, self.sid, "running")
+        why = f" ({args.reason})" if args.reason else ""
+        return f"waited {args.seconds:g} seconds{why}", False
+
+    async def cron(self, args: Any, _key: str) -> Outcome:
+        now = await self.d.now()
+        cron = {"interval": args.seconds, "reason": args.reason, "next_at": now + args.seconds}
+        await self.d.step("cron_set", tree.set_cron, self.sid, cron)
+        self.loop.cron = cron
+        return (
+            f"cron set: every {args.seconds:g} seconds. End your turn now; you will be woken "
+            "at each tick. Call cancel_cron to stop.",
+            False,
+        )
+
+    async def cancel_cron(self, _args: Any, _key: str) -> Outcome:
+        await self.d.step("cron_set", tree.set_cron, self.sid, None)
+        had = self.loop.cron is not None
+        self.loop.cron = None
+        return ("cron cancelled" if had else "no cron was set"), False
+
+    async def spawn_agent(self, args: Any, key: str) -> Outcome:
+        spawned = await self.d.step("spawn", tree.spawn_child, self.sid, key, args.model_dump())
+        if "error" in spawned:
+            return f"error: {spawned['error']}", True
+        await self.d.start_child(spawned["id"])
+        return f"started sub-agent {spawned['id']}", False
+
+    async def message_agent(self, args: Any, key: str) -> Outcome:
+        mine = await self.d.step("children", tree.children_summary, self.sid, [args.agent_id])
+        if "error" in mine:
+            return f"error: {mine['error']}", True
+        await self.d.step(
+            "post",
+            tree.post_message,
+            args.agent_id,
+            f"from:{self.sid}:{key}",
+            "user",
+            {"text": f"message from your parent {self.sid}: {args.text}"},
+        )
+        return f"sent to {args.agent_id}", False
+
+    async def check_agents(self, _args: Any, _key: str) -> Outcome:
+        summary = await self.d.step("children", tree.children_summary, self.sid, None)
+        return json.dumps(summary["rows"], ensure_ascii=False), False
+
+    async def wait_for_agents(self, args: Any, _key: str) -> Outcome:
+        deadline = await self.d.now() + args.timeout
+        while True:
+            summary = await self.d.step("children", tree.children_summary, self.sid, args.ids)
+            if "error" in summary:
+                return f"error: {summary['error']}", True
+            now = await self.d.now()
+            if summary["done"] or now >= deadline:
+                break
+            await self.d.recv("doorbell", deadline - now)
+        if args.ids is None:
+            # Their updates are in this result; they must not wake the session again.
+            await self.loop.drain(["child_update"], record=False)
+        rows = summary["rows"]
+        head = "all finished" if summary["done"] else f"timed out after {args.timeout:g} s"
+        return f"{head}\n{json.dumps(rows, ensure_ascii=False)}", False
+
+    async def cancel_agent(self, args: Any, _key: str) -> Outcome:
+        mine = await self.d.step("children", tree.children_summary, self.sid, [args.agent_id])
+        if "error" in mine:
+            return f"error: {mine['error']}", True
+        cancelled = await self.d.step(
+            "cancel", tree.cancel_tree, args.agent_id, f"cancelled by {self.sid}"
+        )
+        return f"cancelled {len(cancelled)} session(s): {', '.join(cancelled)}", False
+
+    async def list_sessions(self, _args: Any, _key: str) -> Outcome:
+        rows = await self.d.step("tree", tree.tree_summary, self.sid)
+        return json.dumps(rows, ensure_ascii=False), False
+
+    async def ask_user(self, args: Any, _key: str) -> Outcome:
+        await self.d.step("status", steps.set_status, self.sid, "input_required")
+        while True:
+            answers = await self.loop.drain(["answer"], record=False)
+            if answers:
+                break
+            await self.d.recv("doorbell", ANSWER_WAIT_SECONDS)
+        await self.d.step("status", steps.set_status, self.sid, "running")
+        return f"the user answered: {answers[0]['payload']['text']}", False

@@ -1,0 +1,198 @@
+"""Steps that manage a session's sub-agents, inbox and timers in the catalog."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from swarmdeck.catalog.records import TERMINAL_STATUSES, SessionRecord
+from swarmdeck.runtime.crashpoints import crash_point
+from swarmdeck.runtime.services import EngineOps, services
+
+PREVIEW = 400
+
+
+def child_id_for(parent_id: str, call_key: str) -> str:
+    """A child's id derived from the call that spawned it, so a rerun finds the same child."""
+    digest = hashlib.sha256(f"{parent_id}/{call_key}".encode()).hexdigest()[:10]
+    return f"{parent_id[:40]}.{digest}"
+
+
+async def spawn_child(parent_id: str, call_key: str, args: dict[str, Any]) -> dict[str, Any]:
+    """Create a child session record within the limits; returns {id} or {error}."""
+    svc = services()
+    parent = svc.catalog.get_session(parent_id)
+    child_id = child_id_for(parent_id, call_key)
+    if svc.catalog.find_session(child_id):
+        return {"id": child_id}
+    limits = svc.settings
+    max_depth = int(parent.options.get("max_depth", limits.max_depth))
+    max_children = int(parent.options.get("max_children", limits.max_children))
+    if parent.depth + 1 > max_depth:
+        return {
+            "error": f"depth limit: sessions may nest at most {max_depth} levels below the root"
+        }
+    if svc.catalog.live_children(parent_id) >= max_children:
+        return {
+            "error": f"child limit: at most {max_children} live sub-agents; wait for or cancel some"
+        }
+    spec, error = _child_spec(parent, args)
+    if error:
+        return {"error": error}
+    if args.get("model"):
+        try:
+            svc.provider_for(spec["model"])
+        except Exception as exc:  # an unknown provider is the model's mistake to fix
+            return {"error": str(exc)}
+    svc.catalog.create_session(
+        session_id=child_id,
+        parent_id=parent_id,
+        root_id=parent.root_id,
+        depth=parent.depth + 1,
+        model=spec["model"],
+        mode=parent.mode,
+        workdir=parent.workdir,
+        run_dir=parent.run_dir,
+        task=spec["task"],
+        agent=spec["agent"],
+        title=args.get("title"),
+        system_message=spec["system_message"],
+        tool_names=spec["tool_names"],
+        options={"one_shot": True, "max_turns": parent.options.get("max_turns", 50)},
+    )
+    svc.catalog.append_event(child_id, "task", "task", {"text": spec["task"]})
+    crash_point("spawn.recorded")
+    return {"id": child_id}
+
+
+def _child_spec(parent: SessionRecord, args: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    spec: dict[str, Any] = {
+        "model": args.get("model") or parent.model,
+        "task": args.get("task"),
+        "system_message": args.get("system_message"),
+        "tool_names": args.get("tool_names"),
+        "agent": None,
+    }
+    name = args.get("agent_name")
+    if name:
+        from swarmdeck.plugins.agents import find_agent
+
+        agent = find_agent(name, parent.workdir, services().settings.home)
+        if agent is None:
+            return (
+                spec,
+                f"no agent named {name} (looked in .swarmdeck/agents and ~/.swarmdeck/agents)",
+            )
+        spec["agent"] = agent.name
+        spec["system_message"] = spec["system_message"] or agent.system_message
+        spec["tool_names"] = spec["tool_names"] or agent.tools
+        spec["model"] = args.get("model") or agent.model or parent.model
+        spec["task"] = spec["task"] or agent.description
+    if not spec["task"]:
+        return spec, "spawn_agent needs a task or an agent_name"
+    return spec, None
+
+
+async def children_summary(parent_id: str, ids: list[str] | None) -> dict[str, Any]:
+    """Status and output of the parent's children (or the named ones)."""
+    catalog = services().catalog
+    children = catalog.list_sessions(parent_id=parent_id, limit=10_000)
+    if ids is not None:
+        known = {c.id for c in children}
+        unknown = [i for i in ids if i not in known]
+        if unknown:
+            return {"error": f"not your sub-agents: {', '.join(unknown)}", "done": True, "rows": []}
+        children = [c for c in children if c.id in ids]
+    rows = [
+        {
+            "id": c.id,
+            "title": c.title or c.task[:60],
+            "status": c.status,
+            "output": (c.final_text or "")[:PREVIEW],
+            "result": c.result,
+            "error": c.error,
+        }
+        for c in sorted(children, key=lambda c: c.created_at)
+    ]
+    return {"rows": rows, "done": all(r["status"] in TERMINAL_STATUSES for r in rows)}
+
+
+async def tree_summary(session_id: str) -> list[dict[str, Any]]:
+    """Every session of this session's tree."""
+    catalog = services().catalog
+    root = catalog.get_session(session_id).root_id
+    return [
+        {"id": s.id, "parent_id": s.parent_id, "status": s.status, "title": s.title or s.task[:60]}
+        for s in catalog.list_sessions(root_id=root, limit=10_000)
+    ]
+
+
+async def post_message(session_id: str, msg_id: str, kind: str, payload: dict[str, Any]) -> bool:
+    """Put a message in a session's inbox and ring its doorbell."""
+    svc = services()
+    fresh = svc.catalog.post(session_id, msg_id, kind, payload)
+    crash_point("message.posted")
+    await _ops().ring(session_id)
+    return fresh
+
+
+async def drain_inbox(
+    session_id: str, claim: str, kinds: list[str] | None, record: bool
+) -> list[dict[str, Any]]:
+    """Take pending inbox messages (into the transcript when `record`); returns them."""
+    catalog = services().catalog
+    items = catalog.drain(session_id, claim, kinds)
+    for item in items if record else []:
+        kind = "user" if item.kind == "answer" else item.kind
+        catalog.append_event(session_id, f"inbox:{item.msg_id}", kind, item.payload)
+    return [{"msg_id": i.msg_id, "kind": i.kind, "payload": i.payload} for i in items]
+
+
+async def cancel_tree(session_id: str, reason: str) -> list[str]:
+    """Cancel a session and its descendants that are still live; returns their ids."""
+    svc = services()
+    ids = [session_id, *svc.catalog.descendant_ids(session_id)]
+    live = [i for i in ids if not svc.catalog.get_session(i).terminal]
+    for sid in live:
+        record = svc.catalog.get_session(sid)
+        svc.catalog.update_session(sid, status="cancelled", error=reason)
+        svc.catalog.append_event(
+            sid,
+            f"end:g{record.generation}",
+            "status",
+            {"status": "cancelled", "error": reason, "reason": "cancelled"},
+        )
+    await _ops().cancel(live)
+    return live
+
+
+async def set_cron(session_id: str, cron: dict[str, Any] | None) -> None:
+    """Store (or clear) the session's recurring wake-up."""
+    catalog = services().catalog
+    options = dict(catalog.get_session(session_id).options)
+    options["cron"] = cron
+    catalog.update_session(session_id, options=options)
+
+
+async def notify_parent(session_id: str) -> None:
+    """Tell the parent that this child ended (batched by the parent's inbox)."""
+    catalog = services().catalog
+    child = catalog.get_session(session_id)
+    if not child.parent_id:
+        return
+    text = f"sub-agent {child.id} ({child.title or child.task[:40]}) ended: {child.status}"
+    if child.final_text:
+        text += f"\n{child.final_text[:PREVIEW]}"
+    await post_message(
+        child.parent_id,
+        f"child:{child.id}:{child.generation}",
+        "child_update",
+        {"text": text, "child_id": child.id, "status": child.status},
+    )
+
+
+def _ops() -> EngineOps:
+    ops = services().engine_ops
+    if ops is None:
+        raise RuntimeError("the engine is not launched in this process")
+    return ops

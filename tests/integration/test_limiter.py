@@ -1,0 +1,304 @@
+"""The provider limiter on a real SQLite file: shared slots, rpm and cooldown across instances and processes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, create_engine, event, update
+
+from swarmdeck.models.factory import build_chat_model
+from swarmdeck.models.limiter import ProviderLimiter, limiter_slots
+from swarmdeck.models.registry import ProviderConfig
+from swarmdeck.models.types import Message
+from swarmdeck.testing.fake_llm import FakeLLM
+from swarmdeck.testing.script import FakeRequest, Fault, Reply
+
+Interval = tuple[float, float]
+
+
+def sqlite_engine(path: Path) -> Engine:
+    """A file engine set up like the catalog's: WAL, and waiting on locks rather than failing."""
+    engine = create_engine(f"sqlite:///{path}")
+
+    @event.listens_for(engine, "connect")
+    def _pragmas(conn, _record) -> None:  # type: ignore[no-untyped-def]
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA busy_timeout=5000")
+
+    return engine
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    """Path of a fresh SQLite store."""
+    return tmp_path / "store.sqlite"
+
+
+@pytest.fixture
+def limiters(db: Path) -> Iterator[tuple[ProviderLimiter, ProviderLimiter]]:
+    """Two limiters on two engines over the same file, as two workers would have."""
+    pair = (ProviderLimiter(sqlite_engine(db)), ProviderLimiter(sqlite_engine(db)))
+    yield pair
+    for limiter in pair:
+        limiter.close()
+
+
+def provider(**fields: object) -> ProviderConfig:
+    """A provider config for limiter tests."""
+    base: dict[str, object] = {
+        "key": "p",
+        "kind": "openai",
+        "base_url": "http://127.0.0.1:9/v1",
+        "model": "m",
+    }
+    return ProviderConfig.model_validate(base | fields)
+
+
+def max_overlap(intervals: list[Interval]) -> int:
+    """The most intervals open at one instant."""
+    edges = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    peak = current = 0
+    for _, step in edges:
+        current += step
+        peak = max(peak, current)
+    return peak
+
+
+async def hold(
+    limiter: ProviderLimiter, config: ProviderConfig, seconds: float, out: list[Interval]
+) -> None:
+    """Take a slot, keep it for `seconds`, record when it was held."""
+    async with limiter.slot(config):
+        start = time.time()
+        await asyncio.sleep(seconds)
+        out.append((start, time.time()))
+
+
+# --- concurrency ----------------------------------------------------------------------------
+
+
+async def test_concurrency_cap_is_shared_between_two_limiters(
+    limiters: tuple[ProviderLimiter, ProviderLimiter],
+) -> None:
+    config = provider(concurrency=3)
+    held: list[Interval] = []
+    await asyncio.gather(*(hold(limiters[i % 2], config, 0.05, held) for i in range(16)))
+    assert len(held) == 16
+    assert max_overlap(held) == 3
+
+
+CHILD = textwrap.dedent(
+    """
+    import asyncio, json, sys, time
+    from sqlalchemy import create_engine, event
+    from swarmdeck.models.limiter import ProviderLimiter
+    from swarmdeck.models.registry import ProviderConfig
+
+    engine = create_engine(f"sqlite:///{sys.argv[1]}")
+
+    @event.listens_for(engine, "connect")
+    def _pragmas(conn, _record):
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA busy_timeout=5000")
+
+    async def main():
+        limiter = ProviderLimiter(engine)
+        config = ProviderConfig(key="p", kind="openai", base_url="http://127.0.0.1:9/v1", model="m", concurrency=2)
+        await limiter.cooldown_remaining("p")
+        print("ready", flush=True)
+        sys.stdin.readline()
+        held = []
+
+        async def hold():
+            async with limiter.slot(config):
+                start = time.time()
+                await asyncio.sleep(0.1)
+                held.append((start, time.time()))
+
+        await asyncio.gather(*(hold() for _ in range(6)))
+        print(json.dumps(held), flush=True)
+        limiter.close()
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_concurrency_cap_is_shared_across_processes(db: Path, tmp_path: Path) -> None:
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(script),
+        str(db),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert child.stdin is not None and child.stdout is not None
+    assert (await asyncio.wait_for(child.stdout.readline(), 20)).strip() == b"ready"
+    limiter = ProviderLimiter(sqlite_engine(db))
+    config = provider(concurrency=2)
+    held: list[Interval] = []
+    child.stdin.write(b"go\n")
+    await child.stdin.drain()
+    await asyncio.gather(*(hold(limiter, config, 0.1, held) for _ in range(6)))
+    theirs = json.loads(await asyncio.wait_for(child.stdout.readline(), 20))
+    assert await child.wait() == 0
+    limiter.close()
+    both = held + [tuple(i) for i in theirs]
+    assert len(both) == 12
+    assert max_overlap(both) == 2  # type: ignore[arg-type]
+    # The two processes really interleaved, so the cap was shared, not merely obeyed twice.
+    assert min(s for s, _ in theirs) < max(e for _, e in held)
+    assert min(s for s, _ in held) < max(e for _, e in theirs)
+
+
+async def test_crashed_holders_lease_expires(
+    limiters: tuple[ProviderLimiter, ProviderLimiter], db: Path
+) -> None:
+    crashed, alive = limiters
+    config = provider(concurrency=1)
+    # A holder that never gives its slot back, like a worker killed mid-call.
+    leaked = crashed.slot(config)
+    await leaked.__aenter__()
+    waiting = asyncio.create_task(hold(alive, config, 0, []))
+    await asyncio.sleep(0.2)
+    assert not waiting.done()
+    # Its lease runs out (fast-forwarded here instead of waiting timeout_s + margin).
+    with sqlite_engine(db).begin() as conn:
+        conn.execute(update(limiter_slots).values(expires_at=0.0))
+    await asyncio.wait_for(waiting, 2)
+    del leaked
+
+
+# --- rpm and cooldown -----------------------------------------------------------------------
+
+
+async def test_rpm_spaces_requests_across_limiters(
+    limiters: tuple[ProviderLimiter, ProviderLimiter],
+) -> None:
+    config = provider(concurrency=1, rpm=600)  # one request per 0.1 s, no burst
+    held: list[Interval] = []
+    await asyncio.gather(*(hold(limiters[i % 2], config, 0, held) for i in range(6)))
+    starts = sorted(s for s, _ in held)
+    assert starts[-1] - starts[0] >= 5 * 0.1 * 0.9
+
+
+async def test_rpm_allows_a_burst_up_to_concurrency(
+    limiters: tuple[ProviderLimiter, ProviderLimiter],
+) -> None:
+    config = provider(concurrency=4, rpm=60)  # one per second after a burst of four
+    held: list[Interval] = []
+    started = time.monotonic()
+    await asyncio.gather(*(hold(limiters[i % 2], config, 0, held) for i in range(4)))
+    assert time.monotonic() - started < 0.5
+    late = asyncio.create_task(hold(limiters[0], config, 0, held))
+    await asyncio.sleep(0.3)
+    assert not late.done()
+    late.cancel()
+
+
+async def test_cooldown_holds_back_every_limiter(
+    limiters: tuple[ProviderLimiter, ProviderLimiter],
+) -> None:
+    first, second = limiters
+    config = provider(concurrency=8)
+    await first.cool_down("p", 0.4)
+    assert 0.2 < await second.cooldown_remaining("p") <= 0.4
+    # A shorter cooldown never cuts a longer one short.
+    await second.cool_down("p", 0.1)
+    started = time.monotonic()
+    await asyncio.gather(*(hold(second, config, 0, []) for _ in range(5)))
+    assert time.monotonic() - started >= 0.3
+    assert await first.cooldown_remaining("p") == 0.0
+
+
+async def test_in_process_limiter_without_a_database() -> None:
+    limiter = ProviderLimiter()
+    config = provider(concurrency=2, rpm=6000)
+    held: list[Interval] = []
+    await asyncio.gather(*(hold(limiter, config, 0.03, held) for _ in range(8)))
+    assert max_overlap(held) == 2
+    await limiter.cool_down("p", 0.2)
+    started = time.monotonic()
+    await hold(limiter, config, 0, held)
+    assert time.monotonic() - started >= 0.18
+
+
+async def test_cancelled_caller_gives_its_slot_back(
+    limiters: tuple[ProviderLimiter, ProviderLimiter],
+) -> None:
+    config = provider(concurrency=1)
+    stuck = asyncio.create_task(hold(limiters[0], config, 10, []))
+    await asyncio.sleep(0.1)
+    stuck.cancel()
+    await asyncio.wait_for(hold(limiters[1], config, 0, []), 2)
+
+
+# --- a 429 storm against the fake server ----------------------------------------------------
+
+
+async def storm_callers(
+    fake: FakeLLM, limiters: tuple[ProviderLimiter, ProviderLimiter], n: int
+) -> list:
+    """n callers on two warmed-up workers (one adapter each), each with its own conversation."""
+    config = ProviderConfig(
+        key="kimi", kind="openai", base_url=fake.openai_base_url, model="m", concurrency=n
+    )
+    models = [
+        build_chat_model(config, "m", lambda: "sk-test-storm-0000000000", lim) for lim in limiters
+    ]
+    # First use of the SDK builds its validators on the loop; a cold start would bunch the callers.
+    for model in models:
+        await model.complete([Message("user", "warmup")], [])
+    fake.reset_stats()
+    return [models[i % 2].complete([Message("user", f"task {i}")], []) for i in range(n)]
+
+
+async def test_retry_after_storm_sends_a_bounded_number_of_requests(
+    limiters: tuple[ProviderLimiter, ProviderLimiter],
+) -> None:
+    fault = {"status": 429, "retry_after": 1, "times": 1}
+    scenarios = [
+        {"match": "warmup", "turns": [{"text": "ready"}]},
+        {"turns": [{"text": "ok", "fault": fault}]},
+    ]
+    with FakeLLM({"scenarios": scenarios}) as fake:
+        results = await asyncio.gather(*await storm_callers(fake, limiters, 50))
+        assert all(r.text == "ok" for r in results)
+        assert len(fake.requests) <= 50 * 2 + 5
+
+
+async def test_shared_cooldown_keeps_late_callers_from_sending_into_a_storm(
+    limiters: tuple[ProviderLimiter, ProviderLimiter],
+) -> None:
+    # The provider refuses everything for one second after the first request.
+    storm: dict[str, float] = {}
+
+    def script(request: FakeRequest) -> Reply:
+        if request.task == "warmup":
+            return Reply(text="ready")
+        began = storm.setdefault("at", time.monotonic())
+        if time.monotonic() - began < 1.0:
+            return Reply(fault=Fault(status=429, retry_after=1))
+        return Reply(text="ok")
+
+    with FakeLLM(script) as fake:
+        callers = await storm_callers(fake, limiters, 50)
+
+        async def later(i: int, call) -> object:  # type: ignore[no-untyped-def]
+            await asyncio.sleep(i * 0.01)
+            return await call
+
+        results = await asyncio.gather(*(later(i, c) for i, c in enumerate(callers)))
+        assert all(r.text == "ok" for r in results)  # type: ignore[attr-defined]
+        # Without a shared cooldown each caller would hit the 429 once: about 100 requests.
+        assert len(fake.requests) <= 50 + 10

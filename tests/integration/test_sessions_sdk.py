@@ -1,0 +1,154 @@
+"""Durable session features through the Python SDK, in process, against the fake server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from swarmdeck import AgentSpec, Swarm, tool
+from tests.conftest import write_provider
+
+
+def _call(tool_name: str, **arguments: object) -> dict:
+    return {"name": tool_name, "arguments": arguments}
+
+
+@pytest.fixture
+def swarm(sd_home: Path, fake_llm):
+    write_provider(sd_home, "fake", fake_llm.openai_base_url)
+    s = Swarm()
+    yield s
+    s.close()
+
+
+async def test_parent_spawns_children_and_writes_report(
+    swarm: Swarm, fake_llm, workdir: Path
+) -> None:
+    fake_llm.set_script(
+        {
+            "scenarios": [
+                {"match": "child task", "turns": [{"text": "child done: {{task}}"}]},
+                {
+                    "match": "coordinate",
+                    "turns": [
+                        {
+                            "tool_calls": [
+                                _call("spawn_agent", task="child task A", title="A"),
+                                _call("spawn_agent", task="child task B", title="B"),
+                                _call("spawn_agent", task="child task C", title="C"),
+                            ]
+                        },
+                        {"tool_calls": [_call("wait_for_agents", timeout=30)]},
+                        {
+                            "tool_calls": [
+                                _call(
+                                    "write_artifact",
+                                    name="report.md",
+                                    content="{{last_tool_result}}",
+                                )
+                            ]
+                        },
+                        {"text": "report written"},
+                    ],
+                },
+            ]
+        }
+    )
+    session = await swarm.start("coordinate three children", "fake", workdir=workdir)
+    res = await session.result(timeout=30)
+    assert res.status == "completed", res
+    assert res.text == "report written"
+    catalog = swarm.host.catalog
+    children = catalog.list_sessions(parent_id=session.id)
+    assert sorted(c.title for c in children) == ["A", "B", "C"]
+    assert all(c.status == "completed" for c in children)
+    assert all(c.final_text.startswith("child done") for c in children)
+    art = catalog.artifact(session.id, "report.md")
+    assert art is not None and "all finished" in Path(art["path"]).read_text()
+    # wait_for_agents consumed the children's updates: no extra parent turn for them.
+    assert len(catalog.events(session.id, kinds=["assistant"])) == 4
+
+
+async def test_persistent_session_inbox_dedup(swarm: Swarm, fake_llm, workdir: Path) -> None:
+    fake_llm.set_script(
+        {"scenarios": [{"turns": [{"text": "hello"}, {"text": "got {{turn}}"}, {"text": "again"}]}]}
+    )
+    session = await swarm.start("chat", AgentSpec("fake", persistent=True), workdir=workdir)
+    assert (await session.result(timeout=20)).status == "idle"
+    assert await session.send("first", msg_id="m1") is True
+    assert await session.send("first", msg_id="m1") is False  # a client retry
+    await session.wait_for_status("running", "idle")
+    await _wait_turns(swarm, session.id, 2)
+    users = [e for e in session.transcript() if e.kind == "user"]
+    assert [u.payload["text"] for u in users] == ["first"]
+
+
+async def _wait_turns(swarm: Swarm, sid: str, n: int, timeout: float = 20) -> None:
+    import asyncio
+
+    for _ in range(int(timeout / 0.05)):
+        turns = swarm.host.catalog.events(sid, kinds=["assistant"])
+        if len(turns) >= n and swarm.host.catalog.get_session(sid).status == "idle":
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"session {sid} did not reach {n} turns")
+
+
+async def test_ask_user_then_answer(swarm: Swarm, fake_llm, workdir: Path) -> None:
+    fake_llm.set_script(
+        {
+            "scenarios": [
+                {
+                    "turns": [
+                        {"tool_calls": [_call("ask_user", question="which color?")]},
+                        {"text": "you said {{last_tool_result}}"},
+                    ]
+                }
+            ]
+        }
+    )
+    session = await swarm.start("ask", "fake", workdir=workdir)
+    await session.wait_for_status("input_required", timeout=20)
+    await session.answer("blue")
+    res = await session.result(timeout=20)
+    assert res.status == "completed"
+    assert "blue" in res.text
+
+
+async def test_user_tool_decorator(sd_home: Path, fake_llm, workdir: Path) -> None:
+    calls: list[int] = []
+
+    @tool(effect="read")
+    def add(a: int, b: int = 1) -> str:
+        """Add two numbers."""
+        calls.append(a + b)
+        return str(a + b)
+
+    write_provider(sd_home, "fake", fake_llm.openai_base_url)
+    fake_llm.set_script(
+        {
+            "scenarios": [
+                {
+                    "turns": [
+                        {"tool_calls": [_call("add", a=2, b=3)]},
+                        {"text": "sum {{last_tool_result}}"},
+                    ]
+                }
+            ]
+        }
+    )
+    with_tool = Swarm(tools=[add])
+    try:
+        session = await with_tool.start("add", "fake", workdir=workdir)
+        res = await session.result(timeout=20)
+    finally:
+        with_tool.close()
+    assert res.text == "sum 5" and calls == [5]
+    spec = next(
+        t
+        for t in json.loads(json.dumps(fake_llm.requests[0].body))["tools"]
+        if t["function"]["name"] == "add"
+    )
+    assert spec["function"]["parameters"]["required"] == ["a"]

@@ -1,0 +1,280 @@
+"""A throwaway PostgreSQL cluster for tests: initdb in a temp dir, pg_ctl on 127.0.0.1.
+
+`PgCluster.start()` makes a cluster that lives only for the test session; every test that
+needs isolation asks it for a fresh database (`create_database()`), so DBOS's system
+tables and the catalog never leak between tests. `stop()` kills it and removes its files.
+
+initdb and postgres refuse to run as root: as root the cluster runs as the `postgres`
+system user (or `nobody` when there is none); as a normal user it runs as that user.
+"""
+
+from __future__ import annotations
+
+import atexit
+import glob
+import os
+import pwd
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REQUIRED = ("initdb", "pg_ctl", "postgres")
+SUPERUSER = "postgres"
+START_TIMEOUT_SECONDS = 60
+
+# Throwaway data: fsync, full-page writes and durable commits only matter when the OS or
+# the server crashes, and these tests kill clients, never the server. Skipping them makes
+# initdb, CREATE DATABASE and every commit much faster.
+SETTINGS = {
+    "listen_addresses": "'127.0.0.1'",
+    "max_connections": "300",  # many CLI processes, each with DBOS's and the catalog's pools
+    "fsync": "off",
+    "full_page_writes": "off",
+    "synchronous_commit": "off",
+    "shared_buffers": "128MB",
+    "log_min_messages": "warning",
+    "log_line_prefix": "'%m [%p] %d '",
+}
+
+
+def _version_key(path: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", path)) or (0,)
+
+
+def find_bin_dir() -> Path | None:
+    """A directory holding initdb, pg_ctl and postgres: $SWARMDECK_PG_BIN, distro, PATH."""
+    candidates: list[str] = []
+    if os.environ.get("SWARMDECK_PG_BIN"):
+        candidates.append(os.environ["SWARMDECK_PG_BIN"])
+    candidates += sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=_version_key, reverse=True)
+    on_path = shutil.which("initdb")
+    if on_path:
+        candidates.append(str(Path(on_path).resolve().parent))
+    for raw in candidates:
+        path = Path(raw)
+        if all(os.access(path / name, os.X_OK) for name in REQUIRED):
+            return path
+    return None
+
+
+def _run_as() -> pwd.struct_passwd | None:
+    """The account the cluster runs as when we are root; None means "as ourselves"."""
+    if os.geteuid() != 0:
+        return None
+    for name in ("postgres", "nobody"):
+        try:
+            return pwd.getpwnam(name)
+        except KeyError:
+            continue
+    raise RuntimeError("running as root and there is no `postgres` or `nobody` user to run initdb")
+
+
+def unavailable_reason() -> str | None:
+    """Why a cluster cannot be started here, or None when it can."""
+    if find_bin_dir() is None:
+        return (
+            "PostgreSQL binaries (initdb, pg_ctl, postgres) not found; install them "
+            "(bash scripts/test-deps as root) or set SWARMDECK_PG_BIN"
+        )
+    try:
+        _run_as()
+    except RuntimeError as exc:
+        return str(exc)
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class PgCluster:
+    """A running throwaway cluster; trust auth on 127.0.0.1 for the `postgres` superuser."""
+
+    bin_dir: Path
+    root: Path
+    port: int
+    account: pwd.struct_passwd | None
+    databases: list[str] = field(default_factory=list)
+    _stopped: bool = False
+
+    @property
+    def data_dir(self) -> Path:
+        """PGDATA."""
+        return self.root / "data"
+
+    @property
+    def log_file(self) -> Path:
+        """The server's log (read it when a test fails mysteriously)."""
+        return self.root / "postgres.log"
+
+    def url(self, dbname: str = "postgres") -> str:
+        """A store URL for one database of this cluster."""
+        return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{dbname}"
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    @classmethod
+    def start(cls, bin_dir: Path | None = None) -> PgCluster:
+        """initdb in a fresh temp dir and start the server; returns once it accepts queries."""
+        bin_dir = bin_dir or find_bin_dir()
+        if bin_dir is None:
+            raise RuntimeError(unavailable_reason() or "no PostgreSQL binaries")
+        account = _run_as()
+        # As root, /tmp rather than $TMPDIR: the server's account must reach the directory.
+        root = Path(tempfile.mkdtemp(prefix="sd-pg-", dir="/tmp" if account else None))
+        cluster = cls(bin_dir, root, 0, account)
+        try:
+            if account is not None:
+                os.chown(root, account.pw_uid, account.pw_gid)
+            (root / "sock").mkdir()
+            if account is not None:
+                os.chown(root / "sock", account.pw_uid, account.pw_gid)
+            cluster._pg(
+                "initdb",
+                "-D",
+                str(cluster.data_dir),
+                "-U",
+                SUPERUSER,
+                "--auth=trust",
+                "--encoding=UTF8",
+                "--locale=C",
+                "--no-sync",
+                "--no-instructions",
+            )
+            with (cluster.data_dir / "postgresql.conf").open("a") as conf:
+                conf.write("\n# swarmdeck tests\n")
+                conf.write(f"unix_socket_directories = '{root / 'sock'}'\n")
+                for name, value in SETTINGS.items():
+                    conf.write(f"{name} = {value}\n")
+            cluster._start_on_free_port()
+        except BaseException:
+            cluster.stop()
+            raise
+        atexit.register(cluster.stop)
+        return cluster
+
+    def _start_on_free_port(self) -> None:
+        # Another process may take the port between our probe and the server's bind: retry.
+        for attempt in range(5):
+            self.port = _free_port()
+            try:
+                self._pg(
+                    "pg_ctl",
+                    "start",
+                    "-D",
+                    str(self.data_dir),
+                    "-l",
+                    str(self.log_file),
+                    "-w",
+                    "-t",
+                    str(START_TIMEOUT_SECONDS),
+                    "-o",
+                    f"-p {self.port}",
+                )
+                self._wait_ready()
+                return
+            except RuntimeError:
+                if attempt == 4:
+                    raise
+                self._pg("pg_ctl", "stop", "-D", str(self.data_dir), "-m", "immediate", check=False)
+
+    def _wait_ready(self) -> None:
+        import psycopg
+
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        while True:
+            try:
+                with psycopg.connect(self.url(), connect_timeout=5) as conn:
+                    conn.execute("SELECT 1")
+                return
+            except psycopg.OperationalError as exc:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"PostgreSQL did not become ready: {exc}") from exc
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        """Stop the server at once (immediate mode) and remove every file; idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if (self.data_dir / "postmaster.pid").exists():
+            self._pg("pg_ctl", "stop", "-D", str(self.data_dir), "-m", "immediate", check=False)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def _pg(self, tool: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """Run a PostgreSQL program as the cluster's account."""
+        env = {
+            "PATH": f"{self.bin_dir}:/usr/bin:/bin",
+            "LC_ALL": "C",
+            "LANG": "C",
+            "TZ": "UTC",
+        }
+        kwargs: dict[str, object] = {}
+        if self.account is not None:
+            env["HOME"] = str(self.root)
+            env["USER"] = env["LOGNAME"] = self.account.pw_name
+            kwargs = {
+                "user": self.account.pw_uid,
+                "group": self.account.pw_gid,
+                "extra_groups": [],
+            }
+        proc = subprocess.run(
+            [str(self.bin_dir / tool), *args],
+            env=env,
+            cwd=self.root,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=START_TIMEOUT_SECONDS + 30,
+            check=False,
+            **kwargs,  # type: ignore[arg-type]
+        )
+        if check and proc.returncode != 0:
+            raise RuntimeError(
+                f"{tool} failed ({proc.returncode}): {proc.stderr.strip() or proc.stdout.strip()}"
+                f"\n{self.log_tail()}"
+            )
+        return proc
+
+    def log_tail(self, lines: int = 20) -> str:
+        """The last lines of the server log."""
+        try:
+            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    # -- databases --------------------------------------------------------------------
+
+    def _admin(self, sql: str) -> None:
+        import psycopg
+
+        with psycopg.connect(self.url(), autocommit=True, connect_timeout=10) as conn:
+            conn.execute(sql)  # type: ignore[arg-type]
+
+    def create_database(self, prefix: str = "t") -> str:
+        """A new empty database (`CREATE DATABASE t_<random>`, ~tens of ms); returns its URL."""
+        name = f"{prefix}_{secrets.token_hex(6)}"
+        self._admin(f"CREATE DATABASE {name}")
+        self.databases.append(name)
+        return self.url(name)
+
+    def drop_database(self, url_or_name: str) -> None:
+        """Drop a database, ending the sessions still connected to it (best effort)."""
+        name = url_or_name.rsplit("/", 1)[-1]
+        if not re.fullmatch(r"[a-z0-9_]+", name):
+            raise ValueError(f"not a test database name: {name}")
+        try:
+            self._admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        except Exception:
+            return
+        if name in self.databases:
+            self.databases.remove(name)
