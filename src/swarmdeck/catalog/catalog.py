@@ -166,11 +166,20 @@ class Catalog:
             )
 
     def set_status(self, session_id: str, status: str, *, error: str | None = None) -> None:
-        """Move a session to a new status."""
-        fields: dict[str, Any] = {"status": status}
+        """Move a live session to a new status. An ended session keeps its end: a step of a
+        cancelled workflow that was already running must not bring it back to life."""
+        from swarmdeck.catalog.records import TERMINAL_STATUSES
+
+        fields: dict[str, Any] = {"status": status, "updated_at": time.time()}
         if error is not None:
-            fields["error"] = error
-        self.update_session(session_id, **fields)
+            fields["error"] = self.redact(error)
+        sessions = schema.sessions
+        with self.engine.begin() as conn:
+            conn.execute(
+                sessions.update()
+                .where(sessions.c.id == session_id, sessions.c.status.not_in(TERMINAL_STATUSES))
+                .values(**fields)
+            )
 
     def delete_session_tree(self, session_id: str) -> list[str]:
         """Remove a session, its descendants and their transcripts; returns the removed ids."""
@@ -239,12 +248,20 @@ class Catalog:
             return False
 
     def drain(
-        self, session_id: str, claim: str, kinds: Iterable[str] | None = None
+        self,
+        session_id: str,
+        claim: str,
+        kinds: Iterable[str] | None = None,
+        status: str | None = None,
     ) -> list[InboxItem]:
         """Take the pending messages (of these kinds) for one consumer step, in order.
 
         A step rerun after a crash passes the same claim and gets the same items back.
+        With `status`, a live session that took messages moves to it in the same
+        transaction, so no observer sees the messages gone while the session still rests.
         """
+        from swarmdeck.catalog.records import TERMINAL_STATUSES
+
         inbox = schema.inbox
         with self.engine.begin() as conn:
             pending = sa.and_(inbox.c.session_id == session_id, inbox.c.consumed_by.is_(None))
@@ -256,37 +273,72 @@ class Catalog:
                 .where(inbox.c.session_id == session_id, inbox.c.consumed_by == claim)
                 .order_by(inbox.c.id)
             ).all()
+            if rows and status is not None:
+                sessions = schema.sessions
+                conn.execute(
+                    sessions.update()
+                    .where(
+                        sessions.c.id == session_id,
+                        sessions.c.status.not_in(TERMINAL_STATUSES),
+                    )
+                    .values(status=status, updated_at=time.time())
+                )
         return [InboxItem(r.id, r.msg_id, r.kind, json.loads(r.payload)) for r in rows]
 
-    def pending_count(self, session_id: str) -> int:
-        """Messages not yet taken by the session."""
+    def pending_count(self, session_id: str, kinds: Iterable[str] | None = None) -> int:
+        """Messages (of these kinds) not yet taken by the session."""
+        inbox = schema.inbox
+        where = sa.and_(inbox.c.session_id == session_id, inbox.c.consumed_by.is_(None))
+        if kinds is not None:
+            where = sa.and_(where, inbox.c.kind.in_(list(kinds)))
         with self.engine.connect() as conn:
             return conn.execute(
-                sa.select(sa.func.count())
-                .select_from(schema.inbox)
-                .where(
-                    schema.inbox.c.session_id == session_id,
-                    schema.inbox.c.consumed_by.is_(None),
-                )
+                sa.select(sa.func.count()).select_from(inbox).where(where)
             ).scalar_one()
 
     # -- events -----------------------------------------------------------------------
 
-    def append_event(self, session_id: str, key: str, kind: str, payload: dict[str, Any]) -> bool:
-        """Append a transcript entry once per key; False when that key was already stored."""
+    def append_event(
+        self,
+        session_id: str,
+        key: str,
+        kind: str,
+        payload: dict[str, Any],
+        usage_row: dict[str, Any] | None = None,
+    ) -> bool:
+        """Append a transcript entry once per key; False when that key was already stored.
+
+        A turn's usage row, when given, is written in the same transaction.
+        """
         text = self._json(payload)
+        events = schema.events
+        next_seq = (
+            sa.select(sa.func.coalesce(sa.func.max(events.c.seq), 0) + 1)
+            .where(events.c.session_id == session_id)
+            .scalar_subquery()
+        )
         for _ in range(20):
             try:
                 with self.engine.begin() as conn:
-                    seq = conn.execute(
-                        sa.select(sa.func.coalesce(sa.func.max(schema.events.c.seq), 0)).where(
-                            schema.events.c.session_id == session_id
-                        )
-                    ).scalar_one()
+                    # Writers of one session take turns, so each reads the seq its
+                    # predecessor committed (optimistic retries starved under contention):
+                    # PostgreSQL locks the session's row; SQLite's INSERT computes the seq
+                    # under its write lock, which the first write statement takes.
                     conn.execute(
-                        schema.events.insert().values(
+                        sa.select(schema.sessions.c.id)
+                        .where(schema.sessions.c.id == session_id)
+                        .with_for_update()
+                    )
+                    if usage_row is not None:
+                        conn.execute(
+                            schema.usage.insert().values(
+                                session_id=session_id, ts=time.time(), **usage_row
+                            )
+                        )
+                    conn.execute(
+                        events.insert().values(
                             session_id=session_id,
-                            seq=seq + 1,
+                            seq=next_seq,
                             key=key,
                             kind=kind,
                             payload=text,
@@ -297,8 +349,33 @@ class Catalog:
             except IntegrityError:
                 if self.has_event(session_id, key):
                     return False
-                # Lost a race for the next seq (another writer on PostgreSQL): try again.
+                # Lost a race for the next seq (only when the session row is missing): retry.
         raise RuntimeError(f"could not append event {key} to {session_id}")
+
+    def last_event(self, session_id: str, kinds: Iterable[str]) -> EventRecord | None:
+        """The latest transcript entry of these kinds, or None."""
+        q = (
+            sa.select(schema.events)
+            .where(
+                schema.events.c.session_id == session_id,
+                schema.events.c.kind.in_(list(kinds)),
+            )
+            .order_by(schema.events.c.seq.desc())
+            .limit(1)
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(q).first()
+        return EventRecord.from_row(row) if row else None
+
+    def event_by_key(self, session_id: str, key: str) -> EventRecord | None:
+        """The event stored under this key, or None (one indexed lookup)."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                sa.select(schema.events).where(
+                    schema.events.c.session_id == session_id, schema.events.c.key == key
+                )
+            ).first()
+        return EventRecord.from_row(row) if row else None
 
     def has_event(self, session_id: str, key: str) -> bool:
         """True when an event with this key is stored."""

@@ -129,6 +129,10 @@ class ProviderRegistry:
             )
         return config, model
 
+    def register(self, config: ProviderConfig) -> None:
+        """Add a provider for this process only (the demo's scripted model, benchmarks)."""
+        self._entries[config.key] = _Entry(config, None, packaged=False)
+
     def add(self, config: ProviderConfig, user_dir: Path) -> Path:
         """Write `<user_dir>/<key>.yaml` (replacing any user file of that key) and register it."""
         path = user_dir / f"{config.key}.yaml"

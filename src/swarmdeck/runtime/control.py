@@ -7,6 +7,7 @@ through the Durable interface. It returns the text the model sees and whether it
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +15,7 @@ from pydantic import BaseModel
 
 from swarmdeck.errors import ToolError
 from swarmdeck.runtime import steps, tree
+from swarmdeck.runtime.crashpoints import crash_point
 from swarmdeck.tools.builtins.control import CONTROL_TOOLS
 
 if TYPE_CHECKING:
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
 
 Outcome = tuple[str, bool]
 ANSWER_WAIT_SECONDS = 3600.0
+MIN_SLEEP_SECONDS = 0.001
 
 _TOOLS = {t.name: t for t in CONTROL_TOOLS}
 
@@ -58,8 +61,14 @@ class ControlTools:
         return await self._handlers[name](args, f"{self.loop.turn}:{call['id']}")
 
     async def wait(self, args: Any, _key: str) -> Outcome:
+        # The deadline is fixed by the first durable record, so a crash before the engine
+        # recorded its sleep still wakes at the original time, not restart + seconds.
+        deadline = await self.d.now() + args.seconds
         await self.d.step("status", steps.set_status, self.sid, "waiting")
-        await self.d.sleep(args.seconds)
+        crash_point("wait.sleeping")
+        # Always a positive duration: a replayed sleep must take its place in the log
+        # (the engine returns at once for a recorded one, with its recorded deadline).
+        await self.d.sleep(max(MIN_SLEEP_SECONDS, deadline - time.time()))
         await self.d.step("status", steps.set_status, self.sid, "running")
         why = f" ({args.reason})" if args.reason else ""
         return f"waited {args.seconds:g} seconds{why}", False
@@ -128,7 +137,7 @@ class ControlTools:
         if "error" in mine:
             return f"error: {mine['error']}", True
         cancelled = await self.d.step(
-            "cancel", tree.cancel_tree, args.agent_id, f"cancelled by {self.sid}"
+            "cancel", tree.cancel_tree, args.agent_id, f"cancelled by {self.sid}", False
         )
         return f"cancelled {len(cancelled)} session(s): {', '.join(cancelled)}", False
 
@@ -139,7 +148,7 @@ class ControlTools:
     async def ask_user(self, args: Any, _key: str) -> Outcome:
         await self.d.step("status", steps.set_status, self.sid, "input_required")
         while True:
-            answers = await self.loop.drain(["answer"], record=False)
+            answers = await self.loop.drain(["answer"], record=False, wake=True)
             if answers:
                 break
             await self.d.recv("doorbell", ANSWER_WAIT_SECONDS)

@@ -24,6 +24,9 @@ APP_NAME = "swarmdeck"
 # filtered by application version) would skip the sessions another process started.
 APP_VERSION = f"swarmdeck-{__version__}"
 HEARTBEAT_SECONDS = 2.0
+# Waiting on a workflow that runs elsewhere polls the store; DBOS's default is 1 s, which
+# added up to a second to every run's end.
+RESULT_POLL_SECONDS = 0.05
 
 
 def workflow_id(session_id: str, generation: int) -> str:
@@ -107,6 +110,8 @@ class Engine:
         self.workers = WorkerRegistry(services.catalog.engine)
         self._stop = threading.Event()
         self._heartbeat: threading.Thread | None = None
+        # Handles of workflows started by this process: awaiting them needs no polling.
+        self._handles: dict[str, Any] = {}
 
     def launch(self) -> None:
         """Start DBOS and the heartbeat; register as a worker."""
@@ -152,7 +157,7 @@ class Engine:
         if await self.workflow_status(wf) is not None:
             return
         with SetWorkflowID(wf):
-            await DBOS.start_workflow_async(session_workflow, session_id)
+            self._handles[wf] = await DBOS.start_workflow_async(session_workflow, session_id)
 
     async def next_generation(self, session_id: str) -> None:
         """Retire the current workflow (cancelled if unfinished) and start the next one."""
@@ -165,9 +170,14 @@ class Engine:
     async def session_outcome(self, session_id: str) -> dict[str, Any]:
         """Wait for the session's workflow to end (following rollovers) and return its outcome."""
         while True:
-            handle = await DBOS.retrieve_workflow_async(self.current_workflow(session_id))
+            wf = self.current_workflow(session_id)
+            handle = self._handles.pop(wf, None)
             try:
-                outcome = await handle.get_result()
+                if handle is not None:
+                    outcome = await handle.get_result()
+                else:
+                    handle = await DBOS.retrieve_workflow_async(wf)
+                    outcome = await handle.get_result(polling_interval_sec=RESULT_POLL_SECONDS)
             except Exception as exc:  # cancelled or failed workflows raise here
                 status = self.services.catalog.get_session(session_id).status
                 return {"status": status, "reason": type(exc).__name__}

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from swarmdeck.catalog.catalog import Catalog
+from swarmdeck.catalog.records import EventRecord, SessionRecord
 from swarmdeck.config import Settings
 from swarmdeck.errors import SwarmdeckError
 from swarmdeck.models.factory import build_chat_model
@@ -47,6 +48,33 @@ class Services:
     result_validators: dict[str, ResultValidator] = field(default_factory=dict)
     engine_ops: EngineOps | None = None
     _models: dict[str, ChatModel] = field(default_factory=dict)
+    # Per-session caches of this process: a session's identity (model, mode, workdir, prompt,
+    # tools) never changes, and its transcript only grows, so each turn reads only what is
+    # new. Rebuilt from the catalog after a restart.
+    _records: dict[str, SessionRecord] = field(default_factory=dict)
+    _history: dict[str, tuple[int, list[EventRecord]]] = field(default_factory=dict)
+
+    def session_identity(self, session_id: str) -> SessionRecord:
+        """The session's record as created (its identity fields are immutable)."""
+        record = self._records.get(session_id)
+        if record is None:
+            record = self._records[session_id] = self.catalog.get_session(session_id)
+        return record
+
+    def conversation(self, session_id: str, kinds: tuple[str, ...]) -> list[EventRecord]:
+        """The session's conversational events, reading only those stored since last time."""
+        cursor, events = self._history.get(session_id, (0, []))
+        fresh = self.catalog.events(session_id, after_id=cursor, kinds=kinds)
+        if fresh:
+            events = events + fresh
+            cursor = max(e.id for e in fresh)
+            self._history[session_id] = (cursor, events)
+        return events
+
+    def forget(self, session_id: str) -> None:
+        """Drop a finished session's caches."""
+        self._records.pop(session_id, None)
+        self._history.pop(session_id, None)
 
     @classmethod
     def build(cls, settings: Settings, tools: list[Tool]) -> Services:

@@ -19,6 +19,8 @@ IDLE_RECV_SECONDS = 3600.0
 # so twenty children finishing at once cost the parent one turn, not twenty.
 BATCH_GAP_SECONDS = 0.25
 BATCH_MAX_SECONDS = 2.0
+# Inbox kinds a session takes in between turns; answers are for the ask_user that waits.
+TURN_INBOX_KINDS = ["user", "child_update"]
 
 
 async def run_session(session_id: str, d: Durable) -> dict[str, Any]:
@@ -26,7 +28,14 @@ async def run_session(session_id: str, d: Durable) -> dict[str, Any]:
     info = await d.step("load", steps.load_session, session_id)
     if info["terminal"]:
         return {"status": info["status"], "reason": "already finished"}
-    return await SessionLoop(d, session_id, info).run()
+    loop = SessionLoop(d, session_id, info)
+    try:
+        return await loop.run()
+    except Exception as exc:
+        # A bug or an unexpected failure in a step: end the session where everyone can
+        # see it (and tell its parent) instead of leaving it `running` with no workflow.
+        # (Cancellation is not an Exception: it passes through.)
+        return await loop.end("failed", steps.describe_error(exc), "internal_error")
 
 
 class SessionLoop:
@@ -50,9 +59,22 @@ class SessionLoop:
         self.last_text = ""
         self.control = ControlTools(self)
 
+    @property
+    def waits_between_turns(self) -> bool:
+        """True when the session idles after the model ends a turn (instead of ending)."""
+        return not self.one_shot or self.cron is not None
+
     async def run(self) -> dict[str, Any]:
         """Turns until the model is done, a limit is hit, or the generation rolls over."""
-        await self.drain(None)  # messages that arrived while no worker ran
+        pending = await self.drain(None)  # messages that arrived while no worker ran
+        if (
+            not pending
+            and self.waits_between_turns
+            and await self.d.step("resting", tree.model_resting, self.sid)
+        ):
+            # A rolled-over generation: the model had ended its turn, so there is nothing
+            # to answer yet; asking it again would cost a turn and skip the cron's schedule.
+            await self.idle()
         while True:
             ended = await self.check_limits()
             if ended:
@@ -69,8 +91,13 @@ class SessionLoop:
             if self.rejected >= MAX_RESULT_ATTEMPTS:
                 return await self.end("completed", None, "result_malformed")
             if reply["tool_calls"]:
+                # Messages that came in during the turn join the conversation now, so a
+                # running session (a sub-agent) hears its parent before its next turn.
+                await self.drain(TURN_INBOX_KINDS)
                 continue
-            if self.one_shot and not self.cron:
+            if not self.waits_between_turns:
+                if await self.drain(["user"]):
+                    continue  # a message arrived while the model finished: answer it
                 return await self.end("completed", None, "model_done")
             if self.iterations >= self.rollover:
                 return await self.roll_over()
@@ -106,21 +133,30 @@ class SessionLoop:
                 await self.d.step("tool", steps.tool_call, self.sid, self.turn, call)
         return submitted
 
-    async def drain(self, kinds: list[str] | None, record: bool = True) -> list[dict[str, Any]]:
-        """Take pending inbox messages (durably, once)."""
+    async def drain(
+        self, kinds: list[str] | None, record: bool = True, wake: bool = False
+    ) -> list[dict[str, Any]]:
+        """Take pending inbox messages (durably, once); `wake` marks a resting session
+        running in the same transaction when it takes any."""
         self.drains += 1
         claim = f"g{self.generation}:d{self.drains}"
-        return await self.d.step("drain", tree.drain_inbox, self.sid, claim, kinds, record)
+        return await self.d.step(
+            "drain", tree.drain_inbox, self.sid, claim, kinds, record, wake
+        )
 
     async def idle(self) -> None:
         """Wait for a message or the next cron tick; the model then takes a turn."""
         await self.d.step("status", steps.set_status, self.sid, "idle")
         while True:
-            if await self.drain(None):
+            if await self.drain(None, wake=True):
+                # They came while the session was busy, maybe in the middle of a burst
+                # (children finishing together): let the rest land, take them in this turn.
+                await self.collect_batch()
+                await self.drain(None)
                 break
             now = await self.d.now()
             if self.cron and now >= self.cron["next_at"]:
-                await self.tick_cron()
+                await self.tick_cron(now)
                 break
             timeout = self.cron["next_at"] - now if self.cron else IDLE_RECV_SECONDS
             if await self.d.recv("doorbell", timeout) is not None:
@@ -135,11 +171,15 @@ class SessionLoop:
                 return
             waited += BATCH_GAP_SECONDS
 
-    async def tick_cron(self) -> None:
-        """Fire the cron: a timer message in the transcript, and the next deadline."""
+    async def tick_cron(self, now: float) -> None:
+        """Fire the cron: a timer message in the transcript, and the next deadline.
+
+        Ticks missed while the session was busy or down fire once, not one by one.
+        """
         assert self.cron is not None
-        fired_at = self.cron["next_at"]
-        self.cron = {**self.cron, "next_at": fired_at + self.cron["interval"]}
+        fired_at, interval = self.cron["next_at"], self.cron["interval"]
+        missed = int((now - fired_at) // interval)
+        self.cron = {**self.cron, "next_at": fired_at + (missed + 1) * interval}
         await self.d.step("cron_next", tree.set_cron, self.sid, self.cron)
         text = f"cron tick: {self.cron['reason'] or 'recurring wake-up'}"
         await self.d.step(

@@ -125,12 +125,11 @@ async def llm_turn(session_id: str, turn: int) -> dict[str, Any]:
     """Ask the model for turn `turn`; store its message and usage; return its tool calls."""
     svc = services()
     key = f"turn:{turn}"
-    stored = svc.catalog.events(session_id, kinds=["assistant"])
-    for ev in stored:
-        if ev.key == key:
-            return {"text": ev.payload["text"], "tool_calls": ev.payload["tool_calls"]}
-    record = svc.catalog.get_session(session_id)
-    events = svc.catalog.events(session_id, kinds=CONVERSATION_KINDS)
+    stored = svc.catalog.event_by_key(session_id, key)
+    if stored is not None:
+        return {"text": stored.payload["text"], "tool_calls": stored.payload["tool_calls"]}
+    record = svc.session_identity(session_id)
+    events = svc.conversation(session_id, CONVERSATION_KINDS)
     messages = build_messages(system_prompt(record.workdir, record.system_message), events)
     specs = [t.spec() for t in offered_tools(record)]
     crash_point("llm.before")
@@ -143,9 +142,13 @@ async def llm_turn(session_id: str, turn: int) -> dict[str, Any]:
     crash_point("llm.after")
     calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in completion.tool_calls]
     config, model_name = svc.provider_for(record.model)
-    svc.catalog.record_usage(
-        session_id, turn, config.key, model_name, completion.usage, completion.cost_usd
-    )
+    usage_row = {
+        "turn": turn,
+        "provider": config.key,
+        "model": model_name,
+        "cost_usd": completion.cost_usd,
+        **completion.usage.as_dict(),
+    }
     svc.catalog.append_event(
         session_id,
         key,
@@ -156,6 +159,7 @@ async def llm_turn(session_id: str, turn: int) -> dict[str, Any]:
             "reasoning": completion.reasoning,
             "usage": completion.usage.as_dict(),
         },
+        usage_row,
     )
     return {"text": completion.text, "tool_calls": calls}
 
@@ -180,10 +184,10 @@ async def tool_call(session_id: str, turn: int, call: dict[str, Any]) -> dict[st
     svc = services()
     call_key = f"{turn}:{call['id']}"
     event_key = f"tool:{call_key}"
-    for ev in svc.catalog.events(session_id, kinds=["tool_result"]):
-        if ev.key == event_key:
-            return ev.payload
-    record = svc.catalog.get_session(session_id)
+    stored = svc.catalog.event_by_key(session_id, event_key)
+    if stored is not None:
+        return stored.payload
+    record = svc.session_identity(session_id)
     tool = next((t for t in offered_tools(record) if t.name == call["name"]), None)
     if tool is None:
         outcome = ToolOutcome(f"error: no tool named {call['name']} in this session", True)
@@ -202,10 +206,10 @@ async def submit_result(session_id: str, turn: int, call: dict[str, Any]) -> dic
     """Validate a submitted result against the session's schema; store it when valid."""
     svc = services()
     event_key = f"tool:{turn}:{call['id']}"
-    for ev in svc.catalog.events(session_id, kinds=["tool_result"]):
-        if ev.key == event_key:
-            return ev.payload
-    record = svc.catalog.get_session(session_id)
+    stored = svc.catalog.event_by_key(session_id, event_key)
+    if stored is not None:
+        return stored.payload
+    record = svc.session_identity(session_id)
     error, result = _validate_submission(record, call["arguments"])
     if error is None:
         svc.catalog.update_session(session_id, result=result)
@@ -255,6 +259,7 @@ async def finish(
         "status",
         {"status": status, "error": error, "reason": reason},
     )
+    svc.forget(session_id)
 
 
 async def set_status(session_id: str, status: str) -> None:

@@ -10,6 +10,8 @@ from swarmdeck.runtime.crashpoints import crash_point
 from swarmdeck.runtime.services import EngineOps, services
 
 PREVIEW = 400
+# Session options a child takes from its parent.
+INHERITED_OPTIONS = ("max_children", "max_depth")
 
 
 def child_id_for(parent_id: str, call_key: str) -> str:
@@ -23,7 +25,10 @@ async def spawn_child(parent_id: str, call_key: str, args: dict[str, Any]) -> di
     svc = services()
     parent = svc.catalog.get_session(parent_id)
     child_id = child_id_for(parent_id, call_key)
-    if svc.catalog.find_session(child_id):
+    existing = svc.catalog.find_session(child_id)
+    if existing:
+        # A rerun after a crash: the record may be stored without its task yet.
+        svc.catalog.append_event(child_id, "task", "task", {"text": existing.task})
         return {"id": child_id}
     limits = svc.settings
     max_depth = int(parent.options.get("max_depth", limits.max_depth))
@@ -58,7 +63,12 @@ async def spawn_child(parent_id: str, call_key: str, args: dict[str, Any]) -> di
         title=args.get("title"),
         system_message=spec["system_message"],
         tool_names=spec["tool_names"],
-        options={"one_shot": True, "max_turns": parent.options.get("max_turns", 50)},
+        options={
+            "one_shot": True,
+            "max_turns": parent.options.get("max_turns", 50),
+            # The tree's limits hold at every level, not only below the root.
+            **{k: parent.options[k] for k in INHERITED_OPTIONS if k in parent.options},
+        },
     )
     svc.catalog.append_event(child_id, "task", "task", {"text": spec["task"]})
     crash_point("spawn.recorded")
@@ -137,19 +147,34 @@ async def post_message(session_id: str, msg_id: str, kind: str, payload: dict[st
 
 
 async def drain_inbox(
-    session_id: str, claim: str, kinds: list[str] | None, record: bool
+    session_id: str, claim: str, kinds: list[str] | None, record: bool, wake: bool = False
 ) -> list[dict[str, Any]]:
-    """Take pending inbox messages (into the transcript when `record`); returns them."""
+    """Take pending inbox messages (into the transcript when `record`); returns them.
+
+    With `wake`, a resting session that takes messages is marked running at once.
+    """
     catalog = services().catalog
-    items = catalog.drain(session_id, claim, kinds)
+    items = catalog.drain(session_id, claim, kinds, "running" if wake else None)
     for item in items if record else []:
         kind = "user" if item.kind == "answer" else item.kind
         catalog.append_event(session_id, f"inbox:{item.msg_id}", kind, item.payload)
     return [{"msg_id": i.msg_id, "kind": i.kind, "payload": i.payload} for i in items]
 
 
-async def cancel_tree(session_id: str, reason: str) -> list[str]:
-    """Cancel a session and its descendants that are still live; returns their ids."""
+async def model_resting(session_id: str) -> bool:
+    """True when the model ended its last turn and nothing came after it to answer."""
+    from swarmdeck.runtime.history import CONVERSATION_KINDS
+
+    last = services().catalog.last_event(session_id, CONVERSATION_KINDS)
+    return last is not None and last.kind == "assistant" and not last.payload["tool_calls"]
+
+
+async def cancel_tree(session_id: str, reason: str, tell_parent: bool = True) -> list[str]:
+    """Cancel a session and its descendants that are still live; returns their ids.
+
+    The parent of the cancelled session is told (unless it asked for the cancel itself),
+    so a parent waiting for its sub-agents wakes up instead of waiting for its timeout.
+    """
     svc = services()
     ids = [session_id, *svc.catalog.descendant_ids(session_id)]
     live = [i for i in ids if not svc.catalog.get_session(i).terminal]
@@ -163,6 +188,8 @@ async def cancel_tree(session_id: str, reason: str) -> list[str]:
             {"status": "cancelled", "error": reason, "reason": "cancelled"},
         )
     await _ops().cancel(live)
+    if tell_parent and session_id in live:
+        await notify_parent(session_id)
     return live
 
 

@@ -617,6 +617,9 @@ class _Handler(BaseHTTPRequestHandler):
     """One connection: routes requests to the chat endpoints and the model list."""
 
     protocol_version = "HTTP/1.1"
+    # Headers and body leave in separate writes; with Nagle on, the client's delayed ACK
+    # adds ~40 ms to every reply, which would swamp any latency measured through us.
+    disable_nagle_algorithm = True
     server_version = "swarmdeck-fake-llm"
     sys_version = ""
     # Idle keep-alive connections end on their own rather than holding a thread forever.
