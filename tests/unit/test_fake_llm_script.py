@@ -10,6 +10,7 @@ import pytest
 
 from swarmdeck.testing.script import (
     EXHAUSTED_TEXT,
+    TOOL_RESULT_PLACEHOLDER_CHARS,
     FakeRequest,
     Fault,
     FaultCounter,
@@ -180,9 +181,10 @@ def test_placeholders_in_text_reasoning_and_object_arguments() -> None:
             ]
         }
     )
-    long_result = "x" * 500
+    cap = TOOL_RESULT_PLACEHOLDER_CHARS
+    long_result = "x" * (cap + 200)
     reply = script.reply_for(openai_request(user("the task"), assistant_call(), tool(long_result)))
-    assert reply.text == f"Done: {'x' * 300} at 1 for the task"
+    assert reply.text == f"Done: {'x' * cap} at 1 for the task"
     assert reply.reasoning == "turn 1"
     assert json.loads(reply.tool_calls[0].arguments_text()) == {"q": "the task", "n": [1, "1"]}
     # Raw string arguments are sent as is, placeholders included.

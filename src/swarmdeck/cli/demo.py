@@ -12,15 +12,17 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
+from rich.text import Text
 
 from swarmdeck.cli.app import app
 from swarmdeck.cli.run import run_and_follow
+from swarmdeck.cli.sessions import render_tree
 from swarmdeck.models.registry import ProviderConfig
 from swarmdeck.runtime.host import Host, SessionRequest
 
 DEMO_TASK = (
-    "Read this small project, write NOTES.md with what a newcomer should know about calc.py, "
-    "and submit a result with a summary, the files you wrote and one follow-up."
+    "Review this small project with the help of sub-agents, write NOTES.md with what a "
+    "newcomer should know about calc.py, store a review report, and submit a result."
 )
 
 CALC_PY = '''"""A tiny calculator."""
@@ -113,7 +115,7 @@ def _summary(console: Console, host: Host, session_id: str, project: Path) -> No
     session = host.catalog.get_session(session_id)
     events = host.catalog.events(session_id)
     usage = host.catalog.usage_totals([session_id])
-    table = Table(title="what the session did", box=None, header_style="bold")
+    table = Table(title="what the coordinator did", box=None, header_style="bold")
     table.add_column("step")
     table.add_column("tool call")
     table.add_column("outcome")
@@ -127,17 +129,22 @@ def _summary(console: Console, host: Host, session_id: str, project: Path) -> No
         table.add_row(str(step), ev.payload["name"], f"[{style}]{outcome}[/]")
     console.print()
     console.print(table)
+    console.print(render_tree(host.catalog, session.id))
     notes = project / "NOTES.md"
     if notes.exists():
         console.print(
             Panel(Syntax(notes.read_text(), "markdown"), title="NOTES.md, written by the agent")
         )
+    for art in host.catalog.artifacts_of([session.id]):
+        link = f"artifact://{session.id}/{art['name']}"
+        console.print(Panel(Text(Path(art["path"]).read_text()), title=f"artifact {link}"))
     if session.result is not None:
         console.print(Panel(json.dumps(session.result, indent=2), title="submitted result"))
     console.print(
         f"session [bold]{session.id}[/] · status [bold green]{session.status}[/] · "
         f"{usage.turns} model turns · {usage.input + usage.output} tokens\n"
-        f"transcript: [bold]swarmdeck sessions show {session.id}[/]  "
+        f"transcript: [bold]swarmdeck sessions show {session.id}[/]   "
+        f"tree: [bold]swarmdeck sessions tree {session.id}[/]\n"
         f"(stored in {host.settings.store_url.removeprefix('sqlite:///')})\n"
         "next: point swarmdeck at a real provider — `swarmdeck key set openai`, then\n"
         f'      `swarmdeck run "explain this repo" --model openai:gpt-4.1 --workdir .`'

@@ -28,6 +28,21 @@ MIN_SLEEP_SECONDS = 0.001
 _TOOLS = {t.name: t for t in CONTROL_TOOLS}
 
 
+def format_children(rows: list[dict[str, Any]]) -> str:
+    """Sub-agents as readable lines: title, status, id, then their output indented."""
+    if not rows:
+        return "no sub-agents"
+    lines = []
+    for r in rows:
+        lines.append(f"- {r['title']} [{r['status']}] id={r['id']}")
+        for text in (r.get("output"), r.get("error")):
+            if text:
+                lines.extend(f"    {line}" for line in text.splitlines())
+        if r.get("result") is not None:
+            lines.append(f"    result: {json.dumps(r['result'], ensure_ascii=False)}")
+    return "\n".join(lines)
+
+
 class ControlTools:
     """The control tools of one session loop."""
 
@@ -113,7 +128,7 @@ class ControlTools:
 
     async def check_agents(self, _args: Any, _key: str) -> Outcome:
         summary = await self.d.step("children", tree.children_summary, self.sid, None)
-        return json.dumps(summary["rows"], ensure_ascii=False), False
+        return format_children(summary["rows"]), False
 
     async def wait_for_agents(self, args: Any, _key: str) -> Outcome:
         deadline = await self.d.now() + args.timeout
@@ -130,7 +145,7 @@ class ControlTools:
             await self.loop.drain(["child_update"], record=False)
         rows = summary["rows"]
         head = "all finished" if summary["done"] else f"timed out after {args.timeout:g} s"
-        return f"{head}\n{json.dumps(rows, ensure_ascii=False)}", False
+        return f"{head}\n{format_children(rows)}", False
 
     async def cancel_agent(self, args: Any, _key: str) -> Outcome:
         mine = await self.d.step("children", tree.children_summary, self.sid, [args.agent_id])

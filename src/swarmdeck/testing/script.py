@@ -17,7 +17,7 @@ Api = Literal["openai", "anthropic"]
 
 EXHAUSTED_TEXT = "(script exhausted)"
 # Long tool outputs would make scripted answers unreadable; the placeholder keeps a prefix.
-TOOL_RESULT_PLACEHOLDER_CHARS = 300
+TOOL_RESULT_PLACEHOLDER_CHARS = 2000
 
 
 class ScriptError(ValueError):

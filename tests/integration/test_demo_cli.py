@@ -1,0 +1,26 @@
+"""`swarmdeck demo` on a fresh home: no key, no network, a whole coordinated session."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import run_cli
+
+
+def test_demo_runs_a_coordinated_session(sd_home: Path) -> None:
+    res = run_cli(sd_home, "demo", timeout=120, COLUMNS="120")
+    assert res.code == 0, res.stderr
+    out = res.stdout
+    assert "scripted" in out  # says plainly that the model is scripted
+    assert "NOTES.md, written by the agent" in out
+    assert "review-report.md" in out and "div has no test" in out
+    sessions = json.loads(run_cli(sd_home, "sessions", "ls", "--json").stdout)
+    assert len(sessions) == 4 and {s["status"] for s in sessions} == {"completed"}
+    root = next(s for s in sessions if s["parent_id"] is None)
+    children = [s for s in sessions if s["parent_id"] == root["id"]]
+    assert len(children) == 3
+    tree = run_cli(sd_home, "sessions", "tree", root["id"], COLUMNS="200")
+    assert tree.code == 0 and tree.stdout.count("completed") == 4
+    art = run_cli(sd_home, "artifacts", "get", f"artifact://{root['id']}/review-report.md")
+    assert art.code == 0 and art.stdout.startswith("# Review of calc")
