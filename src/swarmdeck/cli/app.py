@@ -21,7 +21,21 @@ app = typer.Typer(
 
 def _register() -> None:
     # Command modules register themselves on import; kept here so `app` has them all.
-    from swarmdeck.cli import artifacts, demo, fake_llm, run, sessions, worker  # noqa: F401
+    from swarmdeck.cli import (  # noqa: F401
+        artifacts,
+        demo,
+        dispatch,
+        fake_llm,
+        init,
+        keys,
+        maintain,
+        providers,
+        run,
+        sessions,
+        status,
+        usage,
+        worker,
+    )
 
 
 def _fail(message: str, code: int) -> None:

@@ -7,6 +7,7 @@ import json
 import tempfile
 from importlib.resources import files
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.panel import Panel
@@ -15,10 +16,10 @@ from rich.table import Table
 from rich.text import Text
 
 from swarmdeck.cli.app import app
-from swarmdeck.cli.run import run_and_follow
 from swarmdeck.cli.sessions import render_tree
-from swarmdeck.models.registry import ProviderConfig
-from swarmdeck.runtime.host import Host, SessionRequest
+
+if TYPE_CHECKING:
+    from swarmdeck.runtime.host import Host
 
 DEMO_TASK = (
     "Review this small project with the help of sub-agents, write NOTES.md with what a "
@@ -70,6 +71,9 @@ def demo_script() -> Path:
 @app.command()
 def demo() -> None:
     """Run a durable session against a scripted model: no key and no network needed."""
+    from swarmdeck.cli.run import run_and_follow
+    from swarmdeck.models.registry import ProviderConfig
+    from swarmdeck.runtime.host import Host, SessionRequest
     from swarmdeck.testing.fake_llm import FakeLLM
 
     console = Console()

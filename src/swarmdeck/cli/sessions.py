@@ -17,7 +17,6 @@ from swarmdeck.catalog.catalog import Catalog
 from swarmdeck.catalog.records import TERMINAL_STATUSES, SessionRecord
 from swarmdeck.cli.app import app
 from swarmdeck.config import load_settings
-from swarmdeck.runtime.host import Host
 from swarmdeck.ui.progress import ProgressPrinter
 
 sessions_app = typer.Typer(help="List, inspect, follow and resume sessions.", no_args_is_help=True)
@@ -174,6 +173,7 @@ def resume(
 ) -> None:
     """Resume a session whose process died: take over its work and run it to the end here."""
     from swarmdeck.cli.run import exit_code_for, run_and_follow
+    from swarmdeck.runtime.host import Host
 
     host = Host()
     sid = host.catalog.resolve_session_id(session_id)
@@ -203,6 +203,8 @@ def send(
     ] = None,
 ) -> None:
     """Deliver a message to a session; kept until a worker runs it if none does now."""
+    from swarmdeck.runtime.host import Host
+
     host = Host()
     sid = host.catalog.resolve_session_id(session_id)
     fresh = host.send(sid, text, msg_id)
@@ -216,6 +218,8 @@ def answer(
     msg_id: Annotated[str | None, typer.Option("--id", help="Answer id, for safe retries.")] = None,
 ) -> None:
     """Answer a session that asked the user a question (status input_required)."""
+    from swarmdeck.runtime.host import Host
+
     host = Host()
     sid = host.catalog.resolve_session_id(session_id)
     fresh = host.answer(sid, text, msg_id)
@@ -227,6 +231,8 @@ def cancel(
     session_id: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
 ) -> None:
     """Cancel a session and every sub-agent below it."""
+    from swarmdeck.runtime.host import Host
+
     host = Host()
     sid = host.catalog.resolve_session_id(session_id)
 
@@ -245,6 +251,8 @@ def rm(
     session_id: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
 ) -> None:
     """Remove a finished session with all its sub-agents and transcripts."""
+    from swarmdeck.runtime.host import Host
+
     host = Host()
     removed = host.remove(host.catalog.resolve_session_id(session_id))
     print(json.dumps({"removed": removed}))

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import httpx2
 
-from swarmdeck.models.anthropic import AnthropicModel
 from swarmdeck.models.limiter import ProviderLimiter
-from swarmdeck.models.openai_compat import OpenAICompatModel
 from swarmdeck.models.registry import ProviderConfig
 from swarmdeck.models.retry import KeyLoader, missing_key
 from swarmdeck.models.types import ChatModel
@@ -23,6 +21,11 @@ def build_chat_model(
     # Checked here so a missing key fails before any session starts; the value is not kept.
     if config.needs_key and not key_loader():
         raise missing_key(config.key)
+    # Imported here: each SDK costs 0.5-1.5 s to import, and a run needs only its own.
     if config.kind == "anthropic":
+        from swarmdeck.models.anthropic import AnthropicModel
+
         return AnthropicModel(config, model_name, key_loader, limiter, http_client)
+    from swarmdeck.models.openai_compat import OpenAICompatModel
+
     return OpenAICompatModel(config, model_name, key_loader, limiter, http_client)

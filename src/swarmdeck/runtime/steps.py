@@ -161,7 +161,9 @@ async def llm_turn(session_id: str, turn: int) -> dict[str, Any]:
         },
         usage_row,
     )
-    return {"text": completion.text, "tool_calls": calls}
+    # A step's return value is stored by the engine too: it must be redacted like the
+    # transcript, or a secret the model echoed would land in the engine's tables.
+    return svc.redactor.redact_obj({"text": completion.text, "tool_calls": calls})
 
 
 def _outcome_dict(outcome: ToolOutcome) -> dict[str, Any]:
@@ -199,7 +201,7 @@ async def tool_call(session_id: str, turn: int, call: dict[str, Any]) -> dict[st
         crash_point("tool.after")
     payload = {"call_id": call["id"], "name": call["name"], **_outcome_dict(outcome)}
     svc.catalog.append_event(session_id, event_key, "tool_result", payload)
-    return payload
+    return svc.redactor.redact_obj(payload)
 
 
 async def submit_result(session_id: str, turn: int, call: dict[str, Any]) -> dict[str, Any]:
@@ -229,7 +231,7 @@ async def submit_result(session_id: str, turn: int, call: dict[str, Any]) -> dic
         "error": error,
     }
     svc.catalog.append_event(session_id, event_key, "tool_result", payload)
-    return payload
+    return svc.redactor.redact_obj(payload)
 
 
 def _validate_submission(record: SessionRecord, raw: str) -> tuple[str | None, Any]:

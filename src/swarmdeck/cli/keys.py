@@ -1,0 +1,63 @@
+"""`swarmdeck key`: store and remove provider keys (0600 files or the OS keyring)."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import sys
+from typing import Annotated
+
+import typer
+
+from swarmdeck.cli.app import app
+from swarmdeck.config import load_settings
+from swarmdeck.errors import UsageError
+
+key_app = typer.Typer(help="Store and remove provider API keys.", no_args_is_help=True)
+app.add_typer(key_app, name="key")
+
+
+def _store():
+    from swarmdeck.secrets.store import CredentialStore
+
+    return CredentialStore(load_settings().credentials_dir)
+
+
+def _known_provider(provider: str) -> None:
+    from swarmdeck.models.registry import ProviderRegistry
+
+    ProviderRegistry.load(load_settings().providers_dir).get(provider)
+
+
+@key_app.command("set")
+def set_key(
+    provider: Annotated[str, typer.Argument(help="Provider key, e.g. openai.")],
+    stdin: Annotated[
+        bool, typer.Option("--stdin", help="Read the key from standard input.")
+    ] = False,
+) -> None:
+    """Store a provider's key: a hidden prompt, or stdin for scripts (never an argument)."""
+    _known_provider(provider)
+    if stdin or not sys.stdin.isatty():
+        key = sys.stdin.readline().strip()
+    else:
+        key = getpass.getpass(f"API key for {provider} (input hidden): ").strip()
+    if not key:
+        raise UsageError(
+            "no key given", f'pipe it in: `printf %s "$KEY" | swarmdeck key set {provider}`'
+        )
+    _store().set(provider, key)
+    print(json.dumps({"provider": provider, "stored": True}))
+
+
+@key_app.command("rm")
+def rm(provider: Annotated[str, typer.Argument(help="Provider key.")]) -> None:
+    """Remove a provider's stored key."""
+    removed = _store().remove(provider)
+    print(json.dumps({"provider": provider, "removed": removed}))
+
+
+@key_app.command("ls")
+def ls() -> None:
+    """List the providers that have a stored key (never the keys)."""
+    print(json.dumps({"providers": _store().providers()}))

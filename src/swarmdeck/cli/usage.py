@@ -1,0 +1,66 @@
+"""`swarmdeck usage`: tokens and cost from the usage ledger."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from swarmdeck.cli.app import app
+from swarmdeck.cli.sessions import open_catalog
+from swarmdeck.errors import UsageError
+
+
+def _since(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        return dt.datetime.fromisoformat(text).timestamp()
+    except ValueError as exc:
+        raise UsageError(f"bad date {text!r}", "use YYYY-MM-DD or an ISO time") from exc
+
+
+@app.command()
+def usage(
+    session: Annotated[
+        str | None, typer.Option("--session", help="One session and its sub-agents.")
+    ] = None,
+    since: Annotated[
+        str | None, typer.Option(help="Only turns since this date (YYYY-MM-DD).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
+) -> None:
+    """Tokens and cost per model, summed over sessions."""
+    catalog = open_catalog()
+    ids = None
+    if session:
+        sid = catalog.resolve_session_id(session)
+        ids = [sid, *catalog.descendant_ids(sid)]
+    totals = catalog.usage_totals(ids, since=_since(since))
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "turns": totals.turns,
+                    "tokens": totals.tokens(),
+                    "cost_usd": totals.cost_usd,
+                    "by_model": totals.by_model,
+                }
+            )
+        )
+        return
+    table = Table(box=None, header_style="bold")
+    for col in ("model", "turns", "input", "output", "cost"):
+        table.add_column(col, justify="right" if col != "model" else "left")
+    for model, row in sorted(totals.by_model.items()):
+        cost = f"${row['cost_usd']:.4f}" if row["cost_usd"] is not None else "unknown"
+        table.add_row(model, str(row["turns"]), str(row["input"]), str(row["output"]), cost)
+    total_cost = f"${totals.cost_usd:.4f}" if totals.cost_usd is not None else "unknown"
+    table.add_row(
+        "[bold]total[/]", str(totals.turns), str(totals.input), str(totals.output), total_cost
+    )
+    Console().print(table)
