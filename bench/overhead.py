@@ -50,7 +50,9 @@ async def bare_workflow(base_url: str, turns: int) -> int:
     messages: list[dict] = [{"role": "user", "content": "bench"}]
     for i in range(turns):
         reply = await DBOS.run_step_async({"name": "llm"}, _llm, client, messages)
-        messages.append({"role": "assistant", "content": reply["text"], "tool_calls": reply["calls"] or None})
+        messages.append(
+            {"role": "assistant", "content": reply["text"], "tool_calls": reply["calls"] or None}
+        )
         for call in reply["calls"]:
             out = await DBOS.run_step_async({"name": "tool"}, _noop_tool, i)
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": out})
@@ -61,14 +63,25 @@ async def _llm(client: AsyncOpenAI, messages: list[dict]) -> dict:
     # Streamed, with usage, as swarmdeck's adapter asks: the same work on the wire.
     msgs = [{k: v for k, v in m.items() if v is not None} for m in messages]
     stream = await client.chat.completions.create(
-        model="bench", messages=msgs, tools=TOOLS, stream=True, stream_options={"include_usage": True}
+        model="bench",
+        messages=msgs,
+        tools=TOOLS,
+        stream=True,
+        stream_options={"include_usage": True},
     )
     text, calls = "", {}
     async for chunk in stream:
         for choice in chunk.choices:
             text += choice.delta.content or ""
             for c in choice.delta.tool_calls or []:
-                call = calls.setdefault(c.index, {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": ""}})
+                call = calls.setdefault(
+                    c.index,
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.function.name, "arguments": ""},
+                    },
+                )
                 call["function"]["arguments"] += c.function.arguments or ""
     return {"text": text, "calls": list(calls.values())}
 
@@ -77,7 +90,15 @@ async def _noop_tool(i: int) -> str:
     return f"ok {i}"
 
 
-TOOLS = [{"type": "function", "function": {"name": "noop", "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "noop",
+            "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}},
+        },
+    }
+]
 
 
 async def sdk_only(base_url: str, sessions: int, turns: int) -> float:
@@ -87,9 +108,17 @@ async def sdk_only(base_url: str, sessions: int, turns: int) -> float:
         messages: list[dict] = [{"role": "user", "content": "bench"}]
         for i in range(turns):
             reply = await _llm(client, messages)
-            messages.append({"role": "assistant", "content": reply["text"], "tool_calls": reply["calls"] or None})
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": reply["text"],
+                    "tool_calls": reply["calls"] or None,
+                }
+            )
             for call in reply["calls"]:
-                messages.append({"role": "tool", "tool_call_id": call["id"], "content": await _noop_tool(i)})
+                messages.append(
+                    {"role": "tool", "tool_call_id": call["id"], "content": await _noop_tool(i)}
+                )
     return time.perf_counter() - start
 
 
@@ -107,7 +136,13 @@ async def ours(host, workdir: Path, sessions: int, turns: int) -> float:
     start = time.perf_counter()
     for _ in range(sessions):
         record = host.create_session(
-            SessionRequest("bench", "bench:scripted", workdir, tool_names=["noop"], options={"max_turns": turns + 1})
+            SessionRequest(
+                "bench",
+                "bench:scripted",
+                workdir,
+                tool_names=["noop"],
+                options={"max_turns": turns + 1},
+            )
         )
         await host.start(record.id)
         outcome = await host.wait(record.id)
@@ -137,7 +172,13 @@ def main() -> None:
     with FakeLLM(script(args.turns)) as fake:
         host = Host(load_settings(), [*default_tools(), noop])
         host.services.providers.register(
-            ProviderConfig(key="bench", kind="openai", base_url=fake.openai_base_url, model="scripted", needs_key=False)
+            ProviderConfig(
+                key="bench",
+                kind="openai",
+                base_url=fake.openai_base_url,
+                model="scripted",
+                needs_key=False,
+            )
         )
         host.launch()
 
@@ -147,7 +188,9 @@ def main() -> None:
             await bare_dbos(fake.openai_base_url, 2, args.turns)
             for _ in range(args.repeat):
                 runs["sdk"].append(await sdk_only(fake.openai_base_url, args.sessions, args.turns))
-                runs["dbos"].append(await bare_dbos(fake.openai_base_url, args.sessions, args.turns))
+                runs["dbos"].append(
+                    await bare_dbos(fake.openai_base_url, args.sessions, args.turns)
+                )
                 runs["ours"].append(await ours(host, workdir, args.sessions, args.turns))
             return runs
 
@@ -160,14 +203,22 @@ def main() -> None:
     bare = med["dbos"] - med["sdk"]
     overhead = med["ours"] - med["sdk"]
     store = "PostgreSQL" if args.store else "SQLite (WAL, synchronous=NORMAL)"
-    print(f"store: {store}; {args.sessions} sessions x {args.turns} turns; medians of {args.repeat} runs")
+    print(
+        f"store: {store}; {args.sessions} sessions x {args.turns} turns; medians of {args.repeat} runs"
+    )
     print(f"  SDK call alone (fake server, zero latency) {med['sdk']:8.3f} ms/turn")
-    print(f"  bare DBOS, same turns                      {med['dbos']:8.3f} ms/turn  (+{bare:.3f} ms: 2 steps)")
-    print(f"  swarmdeck, same turns                      {med['ours']:8.3f} ms/turn  (+{overhead:.3f} ms)")
+    print(
+        f"  bare DBOS, same turns                      {med['dbos']:8.3f} ms/turn  (+{bare:.3f} ms: 2 steps)"
+    )
+    print(
+        f"  swarmdeck, same turns                      {med['ours']:8.3f} ms/turn  (+{overhead:.3f} ms)"
+    )
     print(f"  bare DBOS step                             {bare / 2:8.3f} ms")
     print(f"  swarmdeck overhead per durable step        {overhead / 2:8.3f} ms")
     print(f"  ratio swarmdeck / bare DBOS                {overhead / bare:8.2f}x   (goal <= 1.5)")
-    print(f"  swarmdeck overhead per turn                {overhead:8.3f} ms   (goal <= 2 ms on SQLite)")
+    print(
+        f"  swarmdeck overhead per turn                {overhead:8.3f} ms   (goal <= 2 ms on SQLite)"
+    )
     sys.stdout.flush()
 
 

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, Protocol
 
 
 class Durable(Protocol):
     """Durable primitives available inside a session workflow."""
 
-    async def step(self, name: str, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
-        """Run `fn(*args)` once; after a crash its recorded result is returned instead."""
+    async def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run `fn(*args)` once; after a crash its recorded result is returned instead.
+
+        An async `fn` runs on the loop; a plain one (database work) in a worker thread.
+        """
         ...
 
     async def sleep(self, seconds: float) -> None:

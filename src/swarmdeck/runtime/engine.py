@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import socket
 import threading
@@ -37,7 +38,9 @@ def workflow_id(session_id: str, generation: int) -> str:
 class _DBOSDurable:
     """The Durable protocol on DBOS primitives."""
 
-    async def step(self, name: str, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+    async def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        if not inspect.iscoroutinefunction(fn):
+            fn = _off_loop(fn)
         return await DBOS.run_step_async({"name": name}, fn, *args)
 
     async def sleep(self, seconds: float) -> None:
@@ -68,6 +71,17 @@ async def _next_generation(session_id: str) -> int:
     generation = catalog.get_session(session_id).generation + 1
     catalog.update_session(session_id, generation=generation)
     return generation
+
+
+def _off_loop(fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+    """A plain step function runs in a worker thread: it waits on the database, and a wait
+    on the loop (SQLite's busy handler sleeps) would stall every session of the process."""
+
+    async def run(*args: Any) -> Any:
+        return await asyncio.to_thread(fn, *args)
+
+    run.__name__ = getattr(fn, "__name__", "step")
+    return run
 
 
 async def _wall_clock() -> float:

@@ -6,6 +6,7 @@ catalog first: a turn or tool result already stored is returned, never produced 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,7 @@ def tool_context(record: SessionRecord, call_key: str = "") -> ToolContext:
 BUDGET_KEYS = ("max_tokens", "max_cost", "max_turns_total")
 
 
-async def load_session(session_id: str) -> dict[str, Any]:
+def load_session(session_id: str) -> dict[str, Any]:
     """The parts of the session record the loop needs; marks it running."""
     svc = services()
     record = svc.catalog.get_session(session_id)
@@ -75,7 +76,7 @@ def _budget(record: SessionRecord) -> dict[str, float]:
     return {k: float(v) for k, v in budget.items() if k in BUDGET_KEYS and v is not None}
 
 
-async def check_budget(session_id: str) -> str | None:
+def check_budget(session_id: str) -> str | None:
     """None while the session and every ancestor are within budget; else why not.
 
     A child draws from its parent's budget: an ancestor's budget covers its whole subtree.
@@ -98,7 +99,7 @@ async def check_budget(session_id: str) -> str | None:
     return None
 
 
-async def record_result(
+def record_result(
     session_id: str, turn: int, call: dict[str, Any], content: str, is_error: bool
 ) -> None:
     """Store the result of a control tool call."""
@@ -116,30 +117,33 @@ async def record_result(
     )
 
 
-async def append_event(session_id: str, key: str, kind: str, payload: dict[str, Any]) -> None:
+def append_event(session_id: str, key: str, kind: str, payload: dict[str, Any]) -> None:
     """Append one transcript entry (idempotent by key)."""
     services().catalog.append_event(session_id, key, kind, payload)
 
 
-async def llm_turn(session_id: str, turn: int) -> dict[str, Any]:
-    """Ask the model for turn `turn`; store its message and usage; return its tool calls."""
+def _prepare_turn(session_id: str, key: str) -> dict[str, Any]:
+    """The stored turn if there is one, else what the model call needs (database work)."""
     svc = services()
-    key = f"turn:{turn}"
     stored = svc.catalog.event_by_key(session_id, key)
     if stored is not None:
-        return {"text": stored.payload["text"], "tool_calls": stored.payload["tool_calls"]}
+        return {
+            "stored": {"text": stored.payload["text"], "tool_calls": stored.payload["tool_calls"]}
+        }
     record = svc.session_identity(session_id)
     events = svc.conversation(session_id, CONVERSATION_KINDS)
-    messages = build_messages(system_prompt(record.workdir, record.system_message), events)
-    specs = [t.spec() for t in offered_tools(record)]
-    crash_point("llm.before")
-    try:
-        completion = await svc.model(record.model).complete(messages, specs)
-    except ProviderError as exc:
-        message = exc.one_line()
-        svc.catalog.append_event(session_id, f"{key}:error", "error", {"message": message})
-        return {"error": message, "retryable": exc.retryable}
-    crash_point("llm.after")
+    return {
+        "record": record,
+        "messages": build_messages(system_prompt(record.workdir, record.system_message), events),
+        "specs": [t.spec() for t in offered_tools(record)],
+    }
+
+
+def _store_turn(
+    session_id: str, turn: int, record: SessionRecord, completion: Any
+) -> dict[str, Any]:
+    """Store the model's message and usage in one transaction; returns what the loop needs."""
+    svc = services()
     calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in completion.tool_calls]
     config, model_name = svc.provider_for(record.model)
     usage_row = {
@@ -151,7 +155,7 @@ async def llm_turn(session_id: str, turn: int) -> dict[str, Any]:
     }
     svc.catalog.append_event(
         session_id,
-        key,
+        f"turn:{turn}",
         "assistant",
         {
             "text": completion.text,
@@ -164,6 +168,29 @@ async def llm_turn(session_id: str, turn: int) -> dict[str, Any]:
     # A step's return value is stored by the engine too: it must be redacted like the
     # transcript, or a secret the model echoed would land in the engine's tables.
     return svc.redactor.redact_obj({"text": completion.text, "tool_calls": calls})
+
+
+async def llm_turn(session_id: str, turn: int) -> dict[str, Any]:
+    """Ask the model for turn `turn`; store its message and usage; return its tool calls."""
+    svc = services()
+    key = f"turn:{turn}"
+    # Database work runs in a thread: a wait for SQLite's write lock must not stall the
+    # event loop that every other session of this process shares.
+    prep = await asyncio.to_thread(_prepare_turn, session_id, key)
+    if "stored" in prep:
+        return prep["stored"]
+    record = prep["record"]
+    crash_point("llm.before")
+    try:
+        completion = await svc.model(record.model).complete(prep["messages"], prep["specs"])
+    except ProviderError as exc:
+        message = exc.one_line()
+        await asyncio.to_thread(
+            svc.catalog.append_event, session_id, f"{key}:error", "error", {"message": message}
+        )
+        return {"error": message, "retryable": exc.retryable}
+    crash_point("llm.after")
+    return await asyncio.to_thread(_store_turn, session_id, turn, record, completion)
 
 
 def _outcome_dict(outcome: ToolOutcome) -> dict[str, Any]:
@@ -181,30 +208,52 @@ INTERRUPTED = (
 )
 
 
-async def tool_call(session_id: str, turn: int, call: dict[str, Any]) -> dict[str, Any]:
-    """Run one tool call by its effect class and store its result in the transcript."""
+def _prepare_call(session_id: str, turn: int, call: dict[str, Any]) -> dict[str, Any]:
+    """The stored result, or the tool and whether it may run (database work)."""
     svc = services()
     call_key = f"{turn}:{call['id']}"
-    event_key = f"tool:{call_key}"
-    stored = svc.catalog.event_by_key(session_id, event_key)
+    stored = svc.catalog.event_by_key(session_id, f"tool:{call_key}")
     if stored is not None:
-        return stored.payload
+        return {"stored": stored.payload}
     record = svc.session_identity(session_id)
     tool = next((t for t in offered_tools(record) if t.name == call["name"]), None)
     if tool is None:
-        outcome = ToolOutcome(f"error: no tool named {call['name']} in this session", True)
-    elif tool.effect is Effect.ONCE and not svc.catalog.mark_tool_started(session_id, call_key):
-        outcome = ToolOutcome(INTERRUPTED, is_error=True)
-    else:
-        crash_point("tool.before")
-        outcome = await tool.call(tool_context(record, call_key), call["arguments"])
-        crash_point("tool.after")
+        return {
+            "outcome": ToolOutcome(f"error: no tool named {call['name']} in this session", True)
+        }
+    if tool.effect is Effect.ONCE and not svc.catalog.mark_tool_started(session_id, call_key):
+        return {"outcome": ToolOutcome(INTERRUPTED, is_error=True)}
+    return {"tool": tool, "context": tool_context(record, call_key)}
+
+
+def _store_call(
+    session_id: str, turn: int, call: dict[str, Any], outcome: ToolOutcome
+) -> dict[str, Any]:
+    svc = services()
     payload = {"call_id": call["id"], "name": call["name"], **_outcome_dict(outcome)}
-    svc.catalog.append_event(session_id, event_key, "tool_result", payload)
+    svc.catalog.append_event(session_id, f"tool:{turn}:{call['id']}", "tool_result", payload)
     return svc.redactor.redact_obj(payload)
 
 
-async def submit_result(session_id: str, turn: int, call: dict[str, Any]) -> dict[str, Any]:
+async def tool_call(session_id: str, turn: int, call: dict[str, Any]) -> dict[str, Any]:
+    """Run one tool call by its effect class and store its result in the transcript."""
+    prep = await asyncio.to_thread(_prepare_call, session_id, turn, call)
+    if "stored" in prep:
+        return prep["stored"]
+    outcome = prep.get("outcome")
+    if outcome is None:
+        crash_point("tool.before")
+        try:
+            outcome = await prep["tool"].call(prep["context"], call["arguments"])
+        except Exception as exc:
+            # A tool that raises (a bug, a user tool's own error) fails this call, which the
+            # model sees and can act on; it must not take the whole session down.
+            outcome = ToolOutcome(f"error: {describe_error(exc)}", is_error=True)
+        crash_point("tool.after")
+    return await asyncio.to_thread(_store_call, session_id, turn, call, outcome)
+
+
+def submit_result(session_id: str, turn: int, call: dict[str, Any]) -> dict[str, Any]:
     """Validate a submitted result against the session's schema; store it when valid."""
     svc = services()
     event_key = f"tool:{turn}:{call['id']}"
@@ -246,7 +295,7 @@ def _validate_submission(record: SessionRecord, raw: str) -> tuple[str | None, A
     return validator(result), result
 
 
-async def finish(
+def finish(
     session_id: str, status: str, final_text: str, error: str | None, reason: str, key: str
 ) -> None:
     """Record how the session ended and why (the verdict classifies on the reason)."""
@@ -264,7 +313,7 @@ async def finish(
     svc.forget(session_id)
 
 
-async def set_status(session_id: str, status: str) -> None:
+def set_status(session_id: str, status: str) -> None:
     """Record a status change (waiting, idle, input_required...)."""
     services().catalog.set_status(session_id, status)
 

@@ -599,7 +599,9 @@ class _Server(ThreadingHTTPServer):
 
     daemon_threads = True
     block_on_close = False
-    request_queue_size = 128
+    # Many sessions connect at once; a short backlog drops SYNs, and each retransmit costs
+    # the client a second or more.
+    request_queue_size = 2048
 
     def __init__(self, address: tuple[str, int], fake: FakeLLM) -> None:
         self.fake = fake

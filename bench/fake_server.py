@@ -1,0 +1,34 @@
+"""Run the fake LLM server in its own process, as a remote LLM would be, for benchmarks."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+@contextmanager
+def fake_llm_process(script: dict) -> Iterator[str]:
+    """Start `swarmdeck fake-llm` on a free port; yields its OpenAI base URL."""
+    path = Path(tempfile.mkdtemp(prefix="sd-fake-")) / "script.json"
+    path.write_text(json.dumps(script))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "swarmdeck", "fake-llm", "--port", "0", "--script", str(path)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        match = re.search(r"http://127\.0\.0\.1:(\d+)", line)
+        if not match:
+            raise RuntimeError(f"fake LLM did not start: {line!r}")
+        yield f"http://127.0.0.1:{match.group(1)}/v1"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
