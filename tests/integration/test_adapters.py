@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from swarmdeck.errors import MissingKeyError, ProviderError
+from swarmdeck.models import retry
 from swarmdeck.models.anthropic import AnthropicModel
 from swarmdeck.models.factory import build_chat_model
 from swarmdeck.models.limiter import ProviderLimiter
@@ -31,6 +32,12 @@ TOOL_TURNS = [
     {"text": "The file says: {{last_tool_result}}"},
 ]
 KINDS = ["openai", "anthropic"]
+
+
+@pytest.fixture(autouse=True)
+def quick_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Backoff timing has its own test; elsewhere a short base keeps the suite fast."""
+    monkeypatch.setattr(retry, "BACKOFF_BASE_S", 0.02)
 
 
 @pytest.fixture
@@ -343,6 +350,14 @@ async def test_fatal_errors_are_not_retried(
     assert not info.value.retryable
     assert words in info.value.message
     assert len(chat_requests(fake)) == 1
+
+
+def test_backoff_is_exponential_with_jitter_and_capped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(retry, "BACKOFF_BASE_S", 0.5)
+    for attempt, ceiling in [(1, 0.5), (2, 1.0), (3, 2.0), (4, 4.0), (7, 30.0), (20, 30.0)]:
+        delays = {retry.backoff_delay(attempt) for _ in range(50)}
+        assert all(ceiling / 2 <= d <= ceiling for d in delays)
+        assert len(delays) > 1
 
 
 async def test_retryable_errors_give_up_after_max_attempts(fake: FakeLLM) -> None:

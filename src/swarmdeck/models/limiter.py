@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from sqlalchemy import (
     Column,
     ColumnElement,
+    Connection,
     Double,
     Engine,
     Integer,
@@ -43,6 +44,9 @@ T = TypeVar("T")
 # When no slot is free we poll; jitter keeps processes from polling in lockstep.
 POLL_MIN_S = 0.02
 POLL_MAX_S = 0.05
+# While someone failed to get a slot this recently, newcomers queue behind the pollers: a
+# process with local waiters would otherwise win every hand-over and starve the others.
+FAIR_WINDOW_S = 0.1
 # Waking everyone at the exact end of a cooldown would be a storm of its own.
 WAKE_JITTER_S = 0.05
 # A lease outlives the call's timeout a little, so only a crashed holder's slot is reclaimed.
@@ -67,6 +71,8 @@ limiter_state = Table(
     # Generic cell rate algorithm: the earliest time the next request may go, minus the burst.
     Column("next_free", Double, nullable=False, default=0.0),
     Column("cooldown_until", Double, nullable=False, default=0.0),
+    # When a caller last found no free slot: the sign that others are waiting.
+    Column("contended_at", Double, nullable=False, default=0.0),
 )
 
 
@@ -102,6 +108,8 @@ class _Attempt:
 
     lease: _Lease | None = None
     wait: float | None = None
+    # No slot was free: the caller waits its turn among the pollers.
+    contended: bool = False
 
 
 class ProviderLimiter:
@@ -191,6 +199,7 @@ class _Statements:
     waits: Select[Any]
     take_slot: Update
     release: Update
+    contend: Update
     cool_down: Update
     remaining: Select[Any]
     client_clock: bool
@@ -210,15 +219,32 @@ class _Statements:
         state, slots = limiter_state.c, limiter_slots.c
         provider = bindparam("b_provider", type_=String)
         tolerance = bindparam("b_tolerance", type_=Double)
+        spare = limiter_slots.alias("spare")
         free = slots.holder.is_(None) | (slots.expires_at < now)
+        spare_free = spare.c.holder.is_(None) | (spare.c.expires_at < now)
+        # SKIP LOCKED (PostgreSQL; SQLite has one writer anyway) lets concurrent takers pick
+        # different free rows instead of queueing on the lowest one.
         candidate = (
-            select(slots.idx)
+            select(spare.c.idx)
             .where(
-                slots.provider == provider, slots.idx < bindparam("b_count", type_=Integer), free
+                spare.c.provider == provider,
+                spare.c.idx < bindparam("b_count", type_=Integer),
+                spare_free,
             )
-            .order_by(slots.idx)
+            .order_by(spare.c.idx)
             .limit(1)
+            .with_for_update(skip_locked=True)
             .scalar_subquery()
+        )
+        # A newcomer (b_fair_window > 0) also waits while others recently found no slot.
+        held_back = (
+            select(state.provider)
+            .where(
+                state.provider == provider,
+                (state.cooldown_until > now)
+                | (state.contended_at > now - bindparam("b_fair_window", type_=Double)),
+            )
+            .exists()
         )
         until = now + bindparam("b_seconds", type_=Double)
         return cls(
@@ -236,7 +262,7 @@ class _Statements:
                 state.provider == provider
             ),
             take_slot=update(limiter_slots)
-            .where(slots.provider == provider, slots.idx == candidate, free)
+            .where(slots.provider == provider, slots.idx == candidate, free, ~held_back)
             .values(
                 holder=bindparam("b_holder", type_=String),
                 expires_at=now + bindparam("b_lease", type_=Double),
@@ -249,6 +275,9 @@ class _Statements:
                 slots.holder == bindparam("b_holder", type_=String),
             )
             .values(holder=None, expires_at=0.0),
+            contend=update(limiter_state)
+            .where(state.provider == provider)
+            .values(contended_at=now),
             cool_down=update(limiter_state)
             .where(state.provider == provider)
             .values(
@@ -284,15 +313,22 @@ class _SqlBackend:
     async def acquire(self, config: ProviderConfig) -> _Lease:
         """Poll until the cooldown is over, an rpm token is free and a slot is ours."""
         holder = f"{os.getpid()}-{uuid.uuid4().hex[:16]}"
+        fresh = True
+        failures = 0
         while True:
             try:
-                attempt = await self._run(self._try_acquire, config, holder)
+                attempt = await self._run(self._try_acquire, config, holder, fresh)
+                failures = 0
             except OperationalError as exc:
-                # SQLite's "database is locked" after its busy timeout: just try again.
-                log.debug("limiter: acquire for %s failed, retrying: %s", config.key, exc)
+                # SQLite's "database is locked" after its busy timeout, or the store is briefly
+                # unreachable: try again, and say so once per streak.
+                failures += 1
+                level = logging.WARNING if failures == 1 else logging.DEBUG
+                log.log(level, "limiter: store error for %s, retrying: %s", config.key, exc)
                 attempt = _Attempt()
             if attempt.lease is not None:
                 return attempt.lease
+            fresh = fresh and not attempt.contended
             await asyncio.sleep(_poll_delay(attempt.wait))
 
     async def release(self, lease: _Lease) -> None:
@@ -325,26 +361,24 @@ class _SqlBackend:
             values["b_now"] = time.time()
         return values
 
-    def _try_acquire(self, config: ProviderConfig, holder: str) -> _Attempt:
-        """One transaction: take an rpm token past the cooldown, then a free or expired slot."""
+    def _try_acquire(self, config: ProviderConfig, holder: str, fresh: bool = False) -> _Attempt:
+        """One transaction: an rpm token (if the provider has an rpm), then a free slot, both
+        only when the provider is not cooling down."""
         self._ensure(config)
         pace = _Pace.of(config)
         sql = self._statements
         with self._engine.connect() as conn:
-            # The first statement writes, so SQLite takes its write lock here (and waits for it
-            # under busy_timeout) instead of failing on a later read-to-write upgrade.
-            token = conn.execute(
-                sql.take_token,
-                self._params(
-                    b_provider=config.key, b_tolerance=pace.tolerance, b_interval=pace.interval
-                ),
-            )
-            if token.rowcount == 0:
-                waits = conn.execute(
-                    sql.waits, self._params(b_provider=config.key, b_tolerance=pace.tolerance)
-                ).one()
-                conn.rollback()
-                return _Attempt(wait=max(float(waits[0]), float(waits[1]), 0.0))
+            # Each first statement writes, so SQLite takes its write lock there (waiting under
+            # busy_timeout) instead of failing on a later read-to-write upgrade.
+            if pace.interval:
+                token = conn.execute(
+                    sql.take_token,
+                    self._params(
+                        b_provider=config.key, b_tolerance=pace.tolerance, b_interval=pace.interval
+                    ),
+                )
+                if token.rowcount == 0:
+                    return self._wait_for(conn, config, pace, slot_taken=False)
             taken = conn.execute(
                 sql.take_slot,
                 self._params(
@@ -352,14 +386,33 @@ class _SqlBackend:
                     b_count=config.concurrency,
                     b_holder=holder,
                     b_lease=config.timeout_s + LEASE_MARGIN_S,
+                    b_fair_window=FAIR_WINDOW_S if fresh else -1.0,
                 ),
             ).first()
             if taken is None:
-                # Give the rpm token back: the slot holders elsewhere are still busy.
-                conn.rollback()
-                return _Attempt()
+                # Busy or cooling down; the rollback also gives the rpm token back.
+                return self._wait_for(conn, config, pace, slot_taken=True)
             conn.commit()
             return _Attempt(lease=_Lease(config.key, holder, int(taken[0])))
+
+    def _wait_for(
+        self, conn: Connection, config: ProviderConfig, pace: _Pace, *, slot_taken: bool
+    ) -> _Attempt:
+        """Roll back and say how long the cooldown or rpm spacing lasts; or, when the slots
+        were all taken, mark the provider contended and poll."""
+        cooling, spacing = conn.execute(
+            self._statements.waits,
+            self._params(b_provider=config.key, b_tolerance=pace.tolerance),
+        ).one()
+        conn.rollback()
+        wait = max(float(cooling), float(spacing) if pace.interval else 0.0)
+        if wait > 0 or not slot_taken:
+            # Spacing that ran out between the two statements just means "try again now".
+            return _Attempt(wait=wait if wait > 0 else 0.001)
+        # Not cooling down, so every slot is taken: tell newcomers to queue.
+        conn.execute(self._statements.contend, self._params(b_provider=config.key))
+        conn.commit()
+        return _Attempt(contended=True)
 
     def _release(self, lease: _Lease) -> None:
         """Free our slot row."""

@@ -110,9 +110,9 @@ class SharedHttpClient:
         self._own = None
 
 
-def backoff_delay(attempt: int, base: float = BACKOFF_BASE_S, cap: float = BACKOFF_CAP_S) -> float:
+def backoff_delay(attempt: int) -> float:
     """Exponential backoff with equal jitter for the `attempt`-th failure (1-based)."""
-    ceiling = min(cap, base * 2 ** (attempt - 1))
+    ceiling = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** (attempt - 1))
     return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
@@ -156,12 +156,23 @@ async def _pause(
         # Shared, so every caller of this provider waits, not only the one that was told to.
         seconds = min(error.retry_after, config.retry_after_cap_s)
         log.info("%s: cooling down %.1fs (%s)", config.key, seconds, error.message)
-        await limiter.cool_down(config.key, seconds)
+        await _shared_cooldown(config, limiter, seconds, sleep)
         return
     delay = backoff_delay(attempt)
     if error.status == 429:
         # A 429 without Retry-After still means the provider is saturated for everyone.
-        await limiter.cool_down(config.key, delay)
+        await _shared_cooldown(config, limiter, delay, sleep)
         return
     log.info("%s: retrying in %.1fs (%s)", config.key, delay, error.message)
     await sleep(delay)
+
+
+async def _shared_cooldown(
+    config: ProviderConfig, limiter: ProviderLimiter, seconds: float, sleep: Sleep
+) -> None:
+    """Set the provider's shared cooldown; if the store cannot take it, at least wait here."""
+    try:
+        await limiter.cool_down(config.key, seconds)
+    except Exception as exc:
+        log.warning("%s: could not record a cooldown (%s); waiting locally", config.key, exc)
+        await sleep(seconds)
