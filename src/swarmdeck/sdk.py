@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from swarmdeck.catalog.records import TERMINAL_STATUSES, EventRecord
+from swarmdeck.catalog.records import EventRecord
 from swarmdeck.config import HOME_ENV, STORE_ENV, load_settings
 from swarmdeck.runtime.host import Host, SessionRequest, default_tools
 from swarmdeck.tools.base import Tool
@@ -27,6 +28,9 @@ class AgentSpec:
     max_turns: int = 50
     budget: dict[str, float] = field(default_factory=dict)
     persistent: bool = False
+    # Further session options: rollover_iterations, max_children, max_depth... The typed
+    # fields above win over the same keys here.
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -73,11 +77,24 @@ class Session:
         return status
 
     async def result(self, timeout: float | None = None) -> SessionResult:
-        """Wait until the session ends (or goes idle, for a persistent one)."""
-        waiting = ("idle", *TERMINAL_STATUSES)
-        await self.wait_for_status(*waiting, timeout=timeout or 3600)
-        record = self.swarm.host.catalog.get_session(self.id)
-        return SessionResult(record.status, record.final_text or "", record.result, record.error)
+        """Wait until the session ends or, a persistent one, rests with every message sent
+        to it answered; its text is then the model's latest answer."""
+        catalog = self.swarm.host.catalog
+        deadline = asyncio.get_running_loop().time() + (timeout or 3600)
+        while True:
+            record = catalog.get_session(self.id)
+            # A message still in the inbox means a turn is coming: not rested yet (taking
+            # it marks the session running in the same transaction, so there is no gap).
+            if record.terminal or (record.status == "idle" and not catalog.pending_count(self.id)):
+                break
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"session {self.id} stayed {record.status}")
+            await asyncio.sleep(POLL_SECONDS)
+        text = record.final_text or ""
+        if not record.terminal:
+            last = catalog.last_event(self.id, ["assistant"])
+            text = last.payload["text"] if last else ""
+        return SessionResult(record.status, text, record.result, record.error)
 
     def transcript(self) -> list[EventRecord]:
         """The stored transcript."""
@@ -101,7 +118,10 @@ class Swarm:
             os.environ[HOME_ENV] = str(home)
         if store is not None:
             os.environ[STORE_ENV] = store
+        from swarmdeck.dispatch.schemas import VALIDATORS
+
         self.host = Host(load_settings(), [*default_tools(), *(tools or [])])
+        self.host.services.result_validators.update(VALIDATORS)
         self.host.launch()
 
     async def __aenter__(self) -> Swarm:
@@ -113,6 +133,13 @@ class Swarm:
     def close(self) -> None:
         """Stop this process's engine; unfinished sessions stay resumable."""
         self.host.shutdown()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        # The engine made its thread pool this loop's default executor and shut it down with
+        # itself: give the loop a working one back, or asyncio.to_thread fails after close.
+        loop.set_default_executor(ThreadPoolExecutor())
 
     async def start(
         self,
@@ -124,7 +151,11 @@ class Swarm:
     ) -> Session:
         """Start a session on a task; `agent` is an AgentSpec or just `provider:model`."""
         spec = AgentSpec(agent) if isinstance(agent, str) else agent
-        options: dict[str, Any] = {"max_turns": spec.max_turns, "one_shot": not spec.persistent}
+        options: dict[str, Any] = {
+            **spec.options,
+            "max_turns": spec.max_turns,
+            "one_shot": not spec.persistent,
+        }
         if spec.budget:
             options["budget"] = spec.budget
         record = self.host.create_session(
@@ -141,6 +172,11 @@ class Swarm:
         )
         await self.host.start(record.id)
         return Session(self, record.id)
+
+    def recover(self) -> list[str]:
+        """Take over the unfinished sessions of workers (processes) that died; returns the
+        executor ids taken over. Their sessions continue in this process."""
+        return self.host.launch().recover_dead_workers()
 
     def session(self, session_id: str) -> Session:
         """A handle on an existing session."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sys
 
-import click
 import typer
 
 from swarmdeck.errors import SwarmdeckError
@@ -45,14 +44,18 @@ def _fail(message: str, code: int) -> None:
 
 def main() -> None:
     """Entry point: run the app; turn every error into one line and an exit code."""
+    from typer._click import exceptions as click_errors
+
     _register()
     try:
-        app(standalone_mode=False)
-    except click.exceptions.Exit as exc:
+        code = app(standalone_mode=False)
+    except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+    except typer.Abort:
         _fail("interrupted", 130)
-    except click.ClickException as exc:
+    except click_errors.NoArgsIsHelpError:
+        sys.exit(2)  # the help text was printed already
+    except click_errors.ClickException as exc:
         _fail(exc.format_message().replace("\n", " "), 2)
     except SwarmdeckError as exc:
         _fail(exc.one_line(), exc.exit_code)
@@ -66,3 +69,5 @@ def main() -> None:
             "(rerun with SWARMDECK_DEBUG=1 for the traceback, and please report it)",
             1,
         )
+    # Without standalone mode, typer returns a command's exit code instead of raising it.
+    sys.exit(code if isinstance(code, int) else 0)

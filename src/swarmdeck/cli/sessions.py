@@ -7,17 +7,19 @@ import datetime as dt
 import json
 import sys
 import time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from swarmdeck.catalog.catalog import Catalog
 from swarmdeck.catalog.records import TERMINAL_STATUSES, SessionRecord
 from swarmdeck.cli.app import app
 from swarmdeck.config import load_settings
 from swarmdeck.ui.progress import ProgressPrinter
+
+if TYPE_CHECKING:
+    from swarmdeck.catalog.catalog import Catalog
 
 sessions_app = typer.Typer(help="List, inspect, follow and resume sessions.", no_args_is_help=True)
 app.add_typer(sessions_app, name="sessions")
@@ -36,6 +38,7 @@ STATUS_STYLE = {
 
 def open_catalog() -> Catalog:
     """The catalog alone, without launching the engine (fast, read-mostly commands)."""
+    from swarmdeck.catalog.catalog import Catalog
     from swarmdeck.secrets.redact import load_redactor
     from swarmdeck.secrets.store import CredentialStore
 
@@ -172,10 +175,10 @@ def resume(
     session_id: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
 ) -> None:
     """Resume a session whose process died: take over its work and run it to the end here."""
+    from swarmdeck.cli.hosting import session_host
     from swarmdeck.cli.run import exit_code_for, run_and_follow
-    from swarmdeck.runtime.host import Host
 
-    host = Host()
+    host = session_host()
     sid = host.catalog.resolve_session_id(session_id)
 
     async def go() -> str:

@@ -4,15 +4,26 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from typing import Annotated
+import time
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from swarmdeck.cli.app import app
-from swarmdeck.runtime.host import Host
+from swarmdeck.cli.hosting import session_host
+
+if TYPE_CHECKING:
+    # Types only: importing the engine costs every command ~0.5 s of start-up.
+    from swarmdeck.runtime.engine import Engine
+    from swarmdeck.runtime.host import Host
 
 RECOVERY_SECONDS = 5.0
+SETTLE_POLL_SECONDS = 0.1
+# Statuses of a session that is doing something (a turn, a tool, a timer).
+BUSY_STATUSES = ("pending", "running", "waiting")
+# Statuses of a session that rests until a message (or an answer) arrives.
+RESTING_STATUSES = ("idle", "input_required")
 
 
 @app.command()
@@ -20,10 +31,13 @@ def worker(
     once: Annotated[
         bool, typer.Option(help="Recover dead workers' sessions, run until idle, then exit.")
     ] = False,
+    max_seconds: Annotated[
+        float, typer.Option(help="With --once: exit after this long even if not idle.")
+    ] = 600.0,
 ) -> None:
     """Run sessions from the shared store; resume the sessions of workers that died."""
     console = Console(stderr=True)
-    host = Host()
+    host = session_host()
     engine = host.launch()
     console.print(f"worker {engine.executor_id} on {host.settings.store_url.split('@')[-1]}")
 
@@ -37,7 +51,9 @@ def worker(
             if claimed:
                 console.print(f"took over the sessions of {', '.join(claimed)}")
             if once:
-                await asyncio.sleep(RECOVERY_SECONDS)
+                settled = await settle(host, engine, stop, max_seconds)
+                if not settled:
+                    console.print(f"still busy after {max_seconds:g} s; exiting anyway")
                 return
             try:
                 await asyncio.wait_for(stop.wait(), RECOVERY_SECONDS)
@@ -48,3 +64,31 @@ def worker(
         asyncio.run(serve())
     finally:
         host.shutdown()
+
+
+async def settle(host: Host, engine: Engine, stop: asyncio.Event, max_seconds: float) -> bool:
+    """Wait until every started session rests or has ended; False on timeout or signal."""
+    deadline = time.monotonic() + max_seconds
+    while not stop.is_set() and time.monotonic() < deadline:
+        if await quiet(host, engine):
+            return True
+        await asyncio.sleep(SETTLE_POLL_SECONDS)
+    return False
+
+
+async def quiet(host: Host, engine: Engine) -> bool:
+    """True when no session has work to do: none busy, none about to wake on a message."""
+    catalog = host.catalog
+    for status in (*BUSY_STATUSES, *RESTING_STATUSES):
+        for s in catalog.list_sessions(status=status, limit=100_000):
+            state = await engine.workflow_status(engine.current_workflow(s.id))
+            if state == "ENQUEUED":
+                return False  # recovered, not yet picked up
+            if state != "PENDING":
+                continue  # no workflow (never started), or it ended: nothing runs it
+            if status in BUSY_STATUSES:
+                return False
+            waking = ["answer"] if status == "input_required" else None
+            if catalog.pending_count(s.id, waking):
+                return False
+    return True

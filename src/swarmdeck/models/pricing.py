@@ -5,8 +5,6 @@ from __future__ import annotations
 import logging
 import warnings
 
-import genai_prices
-
 from swarmdeck.models.types import Usage
 
 log = logging.getLogger(__name__)
@@ -17,6 +15,9 @@ PROVIDER_IDS = {"kimi": "moonshotai", "moonshot": "moonshotai", "glm": "zhipuai"
 
 def cost_usd(provider_key: str, model: str, usage: Usage) -> float | None:
     """Price of one call in USD; None for an unknown provider or model. Never raises."""
+    # Imported at the first price asked for: it costs ~0.25 s, on every command otherwise.
+    import genai_prices
+
     provider_id = PROVIDER_IDS.get(provider_key, provider_key)
     try:
         with warnings.catch_warnings():
