@@ -17,7 +17,8 @@ from swarmdeck.runtime.crashpoints import crash_point
 from swarmdeck.runtime.history import CONVERSATION_KINDS, build_messages
 from swarmdeck.runtime.prompts import system_prompt
 from swarmdeck.runtime.services import services
-from swarmdeck.tools.base import Effect, Tool, ToolContext, ToolOutcome
+from swarmdeck.tools.base import READ_ONLY_MODES, Effect, Tool, ToolContext, ToolOutcome
+from swarmdeck.workspace.gitdirs import git_dirs_outside
 
 SUBMIT_RESULT = "submit_result"
 
@@ -31,14 +32,16 @@ def tool_context(record: SessionRecord, call_key: str = "") -> ToolContext:
     """The context a tool of this session runs with."""
     svc = services()
     config, _ = svc.provider_for(record.model)
+    workdir = Path(record.workdir)
     return ToolContext(
         session_id=record.id,
-        workdir=Path(record.workdir),
+        workdir=workdir,
         mode=record.mode,
         run_dir=Path(record.run_dir),
         services={
             "network": config.network,
             "hidden_paths": [svc.settings.credentials_dir],
+            "extra_writable": [] if record.mode in READ_ONLY_MODES else git_dirs_outside(workdir),
             "catalog": svc.catalog,
             "settings": svc.settings,
         },

@@ -163,6 +163,7 @@ def bwrap_args(
     writable: bool,
     network: bool,
     hidden_paths: Sequence[Path],
+    extra_writable: Sequence[Path] = (),
 ) -> list[str]:
     """The bwrap command line (without the command) for one tool run."""
     args = ["bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
@@ -185,6 +186,9 @@ def bwrap_args(
         for path in hidden:
             if path != root and _within(path, root):
                 args += _hide(path)
+    # A worktree's index and objects live in the main repository: a commit needs them.
+    for path in _existing(extra_writable) if writable else []:
+        args += ["--bind", str(path), str(path)]
     for path in _workdir_secrets(workdir):
         args += _hide(path)
     args += ["--chdir", str(workdir), "--clearenv"]
@@ -222,6 +226,7 @@ async def run_command(
     timeout_s: float,
     output_cap: int = 50_000,
     hidden_paths: Sequence[Path] = (),
+    extra_writable: Sequence[Path] = (),
 ) -> CommandResult:
     """Run argv (never a shell string) with a rebuilt env, a timeout and a capped output."""
     if isinstance(argv, str) or not argv:
@@ -242,6 +247,7 @@ async def run_command(
                 writable=writable,
                 network=network,
                 hidden_paths=[*default_hidden_paths(), *hidden_paths],
+                extra_writable=extra_writable,
             )
         )
         full = [*prefix, "--", *argv]

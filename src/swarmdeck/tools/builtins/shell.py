@@ -59,6 +59,7 @@ async def _shell(ctx: ToolContext, args: ShellArgs) -> str:
         timeout_s=args.timeout_s,
         output_cap=OUTPUT_CAP,
         hidden_paths=[Path(p) for p in ctx.services.get("hidden_paths", [])],
+        extra_writable=[Path(p) for p in ctx.services.get("extra_writable", [])],
     )
     text = f"exit_code: {result.exit_code}\n{result.output}"
     if result.timed_out:
