@@ -164,6 +164,8 @@ class Host:
         if found:
             raise TaskRefusedError(f"task refused: it contains a credential ({found})")
         engine = self.launch()
+        # The caller may have changed the session's prompt or options for this run.
+        self.services.forget(session_id)
         self.catalog.update_session(session_id, status="pending", error=None)
         key = f"resume:{record.generation + 1}"
         self.catalog.append_event(session_id, key, "user", {"text": text})
