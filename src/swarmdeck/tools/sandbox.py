@@ -10,6 +10,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -174,6 +175,10 @@ def bwrap_args(
     # read-only binds writable.
     args += ["--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     args += ["--tmpfs", "/tmp"]
+    # A fresh /tmp must not take away the Python that tools run with (a venv or a checkout
+    # under /tmp, as CI and pip's build dirs have): show those read-only again.
+    for prefix in _interpreter_dirs_under("/tmp"):
+        args += ["--ro-bind", str(prefix), str(prefix)]
     hidden = _existing(hidden_paths)
     # Hide first; then bind the run dir and workdir, outer before inner (runs/ lives under the
     # hidden swarmdeck home; a workdir may live under its run dir and must stay read-only),
@@ -195,6 +200,13 @@ def bwrap_args(
     for name, value in env.items():
         args += ["--setenv", name, value]
     return args
+
+
+def _interpreter_dirs_under(root: str) -> list[Path]:
+    """The interpreter's install dirs that lie under `root`, outermost only."""
+    dirs = {Path(p).resolve() for p in (sys.prefix, sys.exec_prefix, sys.base_prefix)}
+    inside = sorted(d for d in dirs if d.is_relative_to(root) and d != Path(root))
+    return [d for d in inside if not any(d != o and d.is_relative_to(o) for o in inside)]
 
 
 def _existing(paths: Sequence[Path]) -> list[Path]:
