@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,7 +79,22 @@ def store(
     try:
         yield Store("postgres", url)
     finally:
+        report = getattr(request.node, "rep_call", None)
+        if report is not None and report.failed:
+            name = url.rsplit("/", 1)[-1]
+            print(f"--- PostgreSQL log of {name} ({cluster.log_file}) ---")
+            print(cluster.log_tail(40, database=name))
         cluster.drop_database(url)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Keep each phase's report on the item, so fixtures can tell whether the test failed."""
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report
 
 
 def write_provider(

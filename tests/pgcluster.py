@@ -44,6 +44,7 @@ SETTINGS = {
 
 
 def _version_key(path: str) -> tuple[int, ...]:
+    """Sort key: /usr/lib/postgresql/16/bin after .../15/bin."""
     return tuple(int(p) for p in re.findall(r"\d+", path)) or (0,)
 
 
@@ -89,7 +90,36 @@ def unavailable_reason() -> str | None:
     return None
 
 
+OWNER_FILE = "owner.pid"
+
+
+def _pid_running(pid: int) -> bool:
+    """True while a process with this pid exists."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def reap_stale_clusters(bin_dir: Path, account: pwd.struct_passwd | None) -> None:
+    """Stop and remove clusters left by test runs that were killed before their teardown."""
+    places = {tempfile.gettempdir(), "/tmp"}
+    for raw in sorted({p for place in places for p in glob.glob(f"{place}/sd-pg-*")}):
+        root = Path(raw)
+        try:
+            owner = int((root / OWNER_FILE).read_text())
+        except (OSError, ValueError):
+            continue  # not ours, or still being created
+        if _pid_running(owner):
+            continue
+        PgCluster(bin_dir, root, 0, account).stop()
+
+
 def _free_port() -> int:
+    """A loopback port nobody listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -129,10 +159,12 @@ class PgCluster:
         if bin_dir is None:
             raise RuntimeError(unavailable_reason() or "no PostgreSQL binaries")
         account = _run_as()
+        reap_stale_clusters(bin_dir, account)
         # As root, /tmp rather than $TMPDIR: the server's account must reach the directory.
         root = Path(tempfile.mkdtemp(prefix="sd-pg-", dir="/tmp" if account else None))
         cluster = cls(bin_dir, root, 0, account)
         try:
+            (root / OWNER_FILE).write_text(str(os.getpid()))
             if account is not None:
                 os.chown(root, account.pw_uid, account.pw_gid)
             (root / "sock").mkdir()
@@ -163,7 +195,7 @@ class PgCluster:
         return cluster
 
     def _start_on_free_port(self) -> None:
-        # Another process may take the port between our probe and the server's bind: retry.
+        """pg_ctl start on a free port, retried when another process takes the port first."""
         for attempt in range(5):
             self.port = _free_port()
             try:
@@ -188,6 +220,7 @@ class PgCluster:
                 self._pg("pg_ctl", "stop", "-D", str(self.data_dir), "-m", "immediate", check=False)
 
     def _wait_ready(self) -> None:
+        """Block until the server answers a query over TCP."""
         import psycopg
 
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
@@ -245,16 +278,20 @@ class PgCluster:
             )
         return proc
 
-    def log_tail(self, lines: int = 20) -> str:
-        """The last lines of the server log."""
+    def log_tail(self, lines: int = 20, database: str | None = None) -> str:
+        """The last lines of the server log (only one database's, when named)."""
         try:
-            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+            text = self.log_file.read_text(errors="replace").splitlines()
         except OSError:
             return ""
+        if database is not None:
+            text = [line for line in text if f" {database} " in line]
+        return "\n".join(text[-lines:])
 
     # -- databases --------------------------------------------------------------------
 
     def _admin(self, sql: str) -> None:
+        """Run one statement on the `postgres` database outside a transaction."""
         import psycopg
 
         with psycopg.connect(self.url(), autocommit=True, connect_timeout=10) as conn:

@@ -11,8 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
-from tests.conftest import cli_env, run_cli, write_provider
+from swarmdeck.catalog import schema
+from swarmdeck.catalog.catalog import Catalog
+from tests.conftest import Store, cli_env, run_cli, write_provider
 
 pytestmark = pytest.mark.chaos
 
@@ -59,7 +62,9 @@ def _wait_for(path: Path, timeout: float = 30) -> None:
 
 
 @pytest.mark.parametrize("attempt", range(10))
-def test_sigkill_during_tool_step(sd_home: Path, workdir: Path, fake_llm, attempt: int) -> None:
+def test_sigkill_during_tool_step(
+    store: Store, sd_home: Path, workdir: Path, fake_llm, attempt: int
+) -> None:
     fake_llm.set_script(_script(workdir))
     write_provider(sd_home, "fake", fake_llm.openai_base_url)
     proc = subprocess.Popen(
@@ -88,20 +93,37 @@ def test_sigkill_during_tool_step(sd_home: Path, workdir: Path, fake_llm, attemp
     requests_before = len(fake_llm.requests)
     assert requests_before == 2
 
-    sid = json.loads(run_cli(sd_home, "sessions", "ls", "--json").stdout)[0]["id"]
-    res = run_cli(sd_home, "sessions", "resume", sid, timeout=90)
-    assert res.code == 0, res.stderr
-    assert res.stdout.strip() == "finished after the interruption"
+    # Read the store in-process (a CLI start costs seconds; `sessions ls/show` have their
+    # own tests): one session, owned by the killed worker.
+    catalog = Catalog.open(store.url)
+    try:
+        [session] = catalog.list_sessions()
+        sid = session.id
+        res = run_cli(sd_home, "sessions", "resume", sid, timeout=90)
+        assert res.code == 0, res.stderr
+        assert res.stdout.strip() == "finished after the interruption"
 
-    # The finished shell step of turn 0 did not run again; the interrupted one was not rerun.
-    assert (workdir / "counter.txt").read_text() == "ran\n"
-    # Only the last turn was asked of the model after the restart.
-    assert len(fake_llm.requests) == requests_before + 1
-    show = json.loads(run_cli(sd_home, "sessions", "show", sid, "--json").stdout)
-    assert show["status"] == "completed"
-    keys = [(e["kind"], json.dumps(e["payload"], sort_keys=True)) for e in show["events"]]
-    assert len(keys) == len(set(keys)), "duplicate transcript entries"
-    results = [e["payload"] for e in show["events"] if e["kind"] == "tool_result"]
-    assert [r["name"] for r in results] == ["shell", "read_file", "shell"]
-    assert results[2]["content"].startswith("interrupted")
-    assert show["usage"]["turns"] == 3
+        # The finished shell step of turn 0 did not run again; the interrupted one was not rerun.
+        assert (workdir / "counter.txt").read_text() == "ran\n"
+        # Only the last turn was asked of the model after the restart.
+        assert len(fake_llm.requests) == requests_before + 1
+        assert catalog.get_session(sid).status == "completed"
+        events = catalog.events(sid)
+        keys = [(e.kind, json.dumps(e.payload, sort_keys=True)) for e in events]
+        assert len(keys) == len(set(keys)), "duplicate transcript entries"
+        assert [e.seq for e in events] == list(range(1, len(events) + 1))
+        results = [e.payload for e in events if e.kind == "tool_result"]
+        assert [r["name"] for r in results] == ["shell", "read_file", "shell"]
+        assert results[2]["content"].startswith("interrupted")
+        assert catalog.usage_totals([sid]).turns == 3
+
+        # The resuming worker claimed the killed one's work and then stopped cleanly.
+        with catalog.engine.connect() as conn:
+            workers = conn.execute(sa.select(schema.workers).order_by("started_at")).all()
+        assert len(workers) == 2, workers
+        killed, resumer = workers
+        assert killed.pid == proc.pid and not killed.stopped
+        assert killed.recovered_by == resumer.executor_id
+        assert resumer.stopped and resumer.recovered_by is None
+    finally:
+        catalog.engine.dispose()

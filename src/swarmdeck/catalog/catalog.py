@@ -150,6 +150,17 @@ class Catalog:
         with self.engine.connect() as conn:
             return [SessionRecord.from_row(r) for r in conn.execute(q)]
 
+    def live_session_ids(self) -> list[str]:
+        """Ids of every session that has not ended."""
+        from swarmdeck.catalog.records import TERMINAL_STATUSES
+
+        sessions = schema.sessions
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(sessions.c.id).where(sessions.c.status.not_in(TERMINAL_STATUSES))
+            ).all()
+        return [r[0] for r in rows]
+
     def update_session(self, session_id: str, **fields: Any) -> None:
         """Set columns of a session (status, result, final_text, error...)."""
         if "result" in fields and fields["result"] is not None:
@@ -284,6 +295,17 @@ class Catalog:
                     .values(status=status, updated_at=time.time())
                 )
         return [InboxItem(r.id, r.msg_id, r.kind, json.loads(r.payload)) for r in rows]
+
+    def has_message(self, session_id: str, msg_id: str) -> bool:
+        """True when a message with this id was delivered to the session (taken or not)."""
+        inbox = schema.inbox
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                sa.select(inbox.c.id).where(
+                    inbox.c.session_id == session_id, inbox.c.msg_id == msg_id
+                )
+            ).first()
+        return row is not None
 
     def pending_count(self, session_id: str, kinds: Iterable[str] | None = None) -> int:
         """Messages (of these kinds) not yet taken by the session."""
@@ -472,6 +494,13 @@ class Catalog:
         """Record (or replace) an artifact's metadata."""
         table = schema.artifacts
         with self.engine.begin() as conn:
+            # Replacing writers take turns (PostgreSQL: the session's row lock; SQLite: the
+            # DELETE's write lock); otherwise both delete, both insert, and one fails.
+            conn.execute(
+                sa.select(schema.sessions.c.id)
+                .where(schema.sessions.c.id == session_id)
+                .with_for_update()
+            )
             conn.execute(
                 table.delete().where(table.c.session_id == session_id, table.c.name == name)
             )

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
+from sqlalchemy.exc import OperationalError
+
+WAL_SWITCH_SECONDS = 30.0
 
 
 def sqlalchemy_url(store_url: str) -> str:
@@ -56,6 +60,27 @@ def create_db_engine(store_url: str) -> sa.Engine:
         dbapi_conn.execute("PRAGMA foreign_keys=ON")
         dbapi_conn.execute("PRAGMA synchronous=NORMAL")
 
-    with engine.connect() as conn:
-        conn.exec_driver_sql("PRAGMA journal_mode=WAL")
+    _switch_to_wal(engine)
     return engine
+
+
+def _switch_to_wal(engine: sa.Engine) -> None:
+    """Put the file in WAL mode (it stays so), retrying while other processes hold it.
+
+    Several processes opening a fresh store at once race to change the journal mode, and
+    SQLite answers the loser "database is locked" at once, without its busy timeout.
+    """
+    deadline = time.monotonic() + WAL_SWITCH_SECONDS
+    delay = 0.01
+    while True:
+        try:
+            with engine.connect() as conn:
+                mode = conn.exec_driver_sql("PRAGMA journal_mode=WAL").scalar()
+            if str(mode).lower() == "wal" or time.monotonic() > deadline:
+                return
+        except OperationalError as exc:
+            busy = "locked" in str(exc) or "busy" in str(exc)
+            if not busy or time.monotonic() > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.5)
