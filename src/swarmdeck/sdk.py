@@ -82,10 +82,12 @@ class Session:
         catalog = self.swarm.host.catalog
         deadline = asyncio.get_running_loop().time() + (timeout or 3600)
         while True:
+            # A message still in the inbox means a turn is coming: not rested yet. The inbox
+            # is read before the status: taking messages marks the session running in the
+            # same transaction, so this order never sees "idle, nothing pending" in between.
+            pending = catalog.pending_count(self.id)
             record = catalog.get_session(self.id)
-            # A message still in the inbox means a turn is coming: not rested yet (taking
-            # it marks the session running in the same transaction, so there is no gap).
-            if record.terminal or (record.status == "idle" and not catalog.pending_count(self.id)):
+            if record.terminal or (record.status == "idle" and not pending):
                 break
             if asyncio.get_running_loop().time() > deadline:
                 raise TimeoutError(f"session {self.id} stayed {record.status}")

@@ -152,3 +152,59 @@ async def test_user_tool_decorator(sd_home: Path, fake_llm, workdir: Path) -> No
         if t["function"]["name"] == "add"
     )
     assert spec["function"]["parameters"]["required"] == ["a"]
+
+
+async def test_raising_tool_fails_the_call_not_the_session(
+    sd_home: Path, fake_llm, workdir: Path
+) -> None:
+    import asyncio
+
+    @tool(effect="read")
+    def flaky() -> str:
+        """Fails."""
+        raise ValueError("boom")
+
+    write_provider(sd_home, "fake", fake_llm.openai_base_url)
+    fake_llm.set_script(
+        {
+            "scenarios": [
+                {
+                    "turns": [
+                        {"tool_calls": [_call("flaky")]},
+                        {"text": "saw {{last_tool_result}}"},
+                    ]
+                }
+            ]
+        }
+    )
+    async with Swarm(tools=[flaky]) as swarm:
+        session = await swarm.start("try it", "fake", workdir=workdir)
+        res = await session.result(timeout=20)
+    assert res.status == "completed", res
+    assert res.text == "saw Error: error: ValueError: boom"
+    # Closing the swarm leaves this event loop usable (the engine had taken its executor).
+    assert await asyncio.to_thread(lambda: 42) == 42
+
+
+async def test_persistent_result_waits_for_the_reply(swarm: Swarm, fake_llm, workdir: Path) -> None:
+    fake_llm.set_script(
+        {
+            "scenarios": [
+                {
+                    "turns": [
+                        {"text": "ready"},
+                        {"text": "noted (turn {{turn}})", "delay": 0.3},
+                        {"text": "noted again (turn {{turn}})"},
+                    ]
+                }
+            ]
+        }
+    )
+    session = await swarm.start("take notes", AgentSpec("fake", persistent=True), workdir=workdir)
+    first = await session.result(timeout=20)
+    assert (first.status, first.text) == ("idle", "ready")
+    # Right after a send, result() waits for the answer to it, not the idle state before.
+    await session.send("buy milk", msg_id="n1")
+    assert (await session.result(timeout=20)).text == "noted (turn 1)"
+    await session.send("buy eggs", msg_id="n2")
+    assert (await session.result(timeout=20)).text == "noted again (turn 2)"

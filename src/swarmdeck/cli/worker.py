@@ -22,8 +22,6 @@ RECOVERY_SECONDS = 5.0
 SETTLE_POLL_SECONDS = 0.1
 # Statuses of a session that is doing something (a turn, a tool, a timer).
 BUSY_STATUSES = ("pending", "running", "waiting")
-# Statuses of a session that rests until a message (or an answer) arrives.
-RESTING_STATUSES = ("idle", "input_required")
 
 
 @app.command()
@@ -79,16 +77,20 @@ async def settle(host: Host, engine: Engine, stop: asyncio.Event, max_seconds: f
 async def quiet(host: Host, engine: Engine) -> bool:
     """True when no session has work to do: none busy, none about to wake on a message."""
     catalog = host.catalog
-    for status in (*BUSY_STATUSES, *RESTING_STATUSES):
-        for s in catalog.list_sessions(status=status, limit=100_000):
-            state = await engine.workflow_status(engine.current_workflow(s.id))
-            if state == "ENQUEUED":
-                return False  # recovered, not yet picked up
-            if state != "PENDING":
-                continue  # no workflow (never started), or it ended: nothing runs it
-            if status in BUSY_STATUSES:
-                return False
-            waking = ["answer"] if status == "input_required" else None
-            if catalog.pending_count(s.id, waking):
-                return False
+    for sid in catalog.live_session_ids():
+        state = await engine.workflow_status(engine.current_workflow(sid))
+        if state == "ENQUEUED":
+            return False  # recovered, not yet picked up
+        if state != "PENDING":
+            continue  # no workflow (never started), or it ended: nothing runs it
+        # The inbox first, then the status: a session takes messages and turns `running`
+        # in one transaction, so this order never sees "resting, nothing pending" while a
+        # message it just took is still unanswered (the other order can).
+        pending = catalog.pending_count(sid)
+        answers = catalog.pending_count(sid, ["answer"])
+        status = catalog.get_session(sid).status
+        if status in BUSY_STATUSES:
+            return False
+        if (status == "idle" and pending) or (status == "input_required" and answers):
+            return False
     return True

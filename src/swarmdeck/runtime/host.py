@@ -137,7 +137,10 @@ class Host:
         return fresh
 
     def answer(self, session_id: str, text: str, msg_id: str | None = None) -> bool:
-        """Answer a session's ask_user question."""
+        """Answer a session's ask_user question; a retry with the same id is a no-op (False),
+        even once the session has taken the answer and moved on."""
+        if msg_id is not None and self.catalog.has_message(session_id, msg_id):
+            return False
         record = self.catalog.get_session(session_id)
         if record.status != "input_required":
             raise UsageError(

@@ -140,9 +140,7 @@ class SessionLoop:
         running in the same transaction when it takes any."""
         self.drains += 1
         claim = f"g{self.generation}:d{self.drains}"
-        return await self.d.step(
-            "drain", tree.drain_inbox, self.sid, claim, kinds, record, wake
-        )
+        return await self.d.step("drain", tree.drain_inbox, self.sid, claim, kinds, record, wake)
 
     async def idle(self) -> None:
         """Wait for a message or the next cron tick; the model then takes a turn."""
@@ -164,12 +162,17 @@ class SessionLoop:
         await self.d.step("status", steps.set_status, self.sid, "running")
 
     async def collect_batch(self) -> None:
-        """Let a burst of messages land before draining them all in one turn."""
-        waited = 0.0
-        while waited < BATCH_MAX_SECONDS:
-            if await self.d.recv("doorbell", BATCH_GAP_SECONDS) is None:
+        """Let a burst of messages land before draining them all in one turn: until the
+        doorbell stays quiet for a gap, or the cap has passed since the wake-up.
+
+        The cap is measured on the (recorded) clock: counting rings instead would end a
+        burst after eight rings however fast they came, and stale rings of messages
+        already taken would use it up at once.
+        """
+        started = await self.d.now()
+        while await self.d.recv("doorbell", BATCH_GAP_SECONDS) is not None:
+            if await self.d.now() - started >= BATCH_MAX_SECONDS:
                 return
-            waited += BATCH_GAP_SECONDS
 
     async def tick_cron(self, now: float) -> None:
         """Fire the cron: a timer message in the transcript, and the next deadline.
@@ -193,6 +196,11 @@ class SessionLoop:
 
     async def end(self, status: str, error: str | None, reason: str) -> dict[str, Any]:
         """Record how the session ended and tell its parent."""
+        # The update goes into the parent's inbox first, so a parent that sees this
+        # session ended (wait_for_agents) takes its update with it, never later.
+        await self.d.step(
+            "tell_parent", tree.notify_parent, self.sid, status, self.last_text, False
+        )
         await self.d.step(
             "finish",
             steps.finish,

@@ -137,12 +137,15 @@ async def tree_summary(session_id: str) -> list[dict[str, Any]]:
     ]
 
 
-async def post_message(session_id: str, msg_id: str, kind: str, payload: dict[str, Any]) -> bool:
-    """Put a message in a session's inbox and ring its doorbell."""
+async def post_message(
+    session_id: str, msg_id: str, kind: str, payload: dict[str, Any], ring: bool = True
+) -> bool:
+    """Put a message in a session's inbox and ring its doorbell (unless `ring` is False)."""
     svc = services()
     fresh = svc.catalog.post(session_id, msg_id, kind, payload)
     crash_point("message.posted")
-    await _ops().ring(session_id)
+    if ring:
+        await _ops().ring(session_id)
     return fresh
 
 
@@ -188,6 +191,10 @@ async def cancel_tree(session_id: str, reason: str, tell_parent: bool = True) ->
             {"status": "cancelled", "error": reason, "reason": "cancelled"},
         )
     await _ops().cancel(live)
+    for sid in live:
+        # A workflow resting on its doorbell only notices the cancel at its next step:
+        # wake it so it stops now instead of holding its waiter until the recv times out.
+        await _ops().ring(sid)
     if tell_parent and session_id in live:
         await notify_parent(session_id)
     return live
@@ -201,20 +208,34 @@ async def set_cron(session_id: str, cron: dict[str, Any] | None) -> None:
     catalog.update_session(session_id, options=options)
 
 
-async def notify_parent(session_id: str) -> None:
-    """Tell the parent that this child ended (batched by the parent's inbox)."""
+async def notify_parent(
+    session_id: str,
+    status: str | None = None,
+    final_text: str | None = None,
+    ring: bool = True,
+) -> None:
+    """Tell the parent that this child ended (batched by the parent's inbox).
+
+    A child posts its update before it records its end (`status` and `final_text` given,
+    `ring` False) and rings after (the same message id, so the second post is a no-op):
+    a parent that sees the child ended finds its update already in the inbox, and a
+    parent woken by the ring finds the child ended.
+    """
     catalog = services().catalog
     child = catalog.get_session(session_id)
     if not child.parent_id:
         return
-    text = f"sub-agent {child.id} ({child.title or child.task[:40]}) ended: {child.status}"
-    if child.final_text:
-        text += f"\n{child.final_text[:PREVIEW]}"
+    status = status or child.status
+    final_text = child.final_text if final_text is None else final_text
+    text = f"sub-agent {child.id} ({child.title or child.task[:40]}) ended: {status}"
+    if final_text:
+        text += f"\n{final_text[:PREVIEW]}"
     await post_message(
         child.parent_id,
         f"child:{child.id}:{child.generation}",
         "child_update",
-        {"text": text, "child_id": child.id, "status": child.status},
+        {"text": text, "child_id": child.id, "status": status},
+        ring,
     )
 
 

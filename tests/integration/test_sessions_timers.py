@@ -1,0 +1,116 @@
+"""Timers through the SDK: a cron fires repeatedly on its schedule and never again after
+cancel_cron; a rolled-over generation keeps the schedule and asks the model nothing extra."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from swarmdeck import AgentSpec, Swarm
+from tests.conftest import write_provider
+from tests.integration.test_sessions_support import (
+    Agent,
+    Scripted,
+    assistant_turns,
+    await_for,
+    call,
+    calls,
+    status_is,
+    text,
+)
+
+INTERVAL = 0.3
+
+
+@pytest.fixture
+def swarm(sd_home: Path, fake_llm) -> Iterator[Swarm]:
+    write_provider(sd_home, "fake", fake_llm.openai_base_url)
+    s = Swarm()
+    yield s
+    s.close()
+
+
+@pytest.mark.parametrize("rollover", [None, 2])
+async def test_cron_fires_repeatedly_then_never_after_cancel(
+    swarm: Swarm, fake_llm, workdir: Path, rollover: int | None
+) -> None:
+    script = Scripted(
+        {
+            "poller": Agent(
+                [
+                    calls(call("cron", seconds=INTERVAL, reason="poll the queue")),
+                    text("cron set"),
+                    text("tick 1"),
+                    text("tick 2"),
+                    text("tick 3"),
+                    calls(call("cancel_cron")),
+                    text("stopped"),
+                ],
+                rest="(woken again)",
+            )
+        }
+    )
+    fake_llm.set_script(script)
+    options = {"rollover_iterations": rollover} if rollover else {}
+    spec = AgentSpec("fake", persistent=True, options=options)
+    session = await swarm.start("poller", spec, workdir=workdir)
+    catalog = swarm.host.catalog
+    await await_for(
+        lambda: (
+            [t.payload["text"] for t in assistant_turns(catalog, session.id)][-1:] == ["stopped"]
+        ),
+        timeout=30,
+        what="the turn after cancel_cron",
+    )
+    await await_for(status_is(catalog, session.id, "idle"))
+    # Five intervals with no cron: nothing may fire.
+    await asyncio.sleep(5 * INTERVAL)
+
+    ticks = catalog.events(session.id, kinds=["timer"])
+    assert len(ticks) == 4
+    assert all(t.payload["text"] == "cron tick: poll the queue" for t in ticks)
+    # On its schedule, never ahead of it: tick k fires at or after (cron set) + k intervals.
+    cron_set = assistant_turns(catalog, session.id)[0].ts  # the turn that called cron
+    early = [t.ts - (cron_set + k * INTERVAL) for k, t in enumerate(ticks, 1)]
+    assert all(e >= -0.01 for e in early), early
+    texts = [t.payload["text"] for t in assistant_turns(catalog, session.id)]
+    assert texts == ["", "cron set", "tick 1", "tick 2", "tick 3", "", "stopped"]
+    assert script.asked["poller"] == 7  # a rollover asks nothing extra
+    record = catalog.get_session(session.id)
+    assert record.status == "idle" and record.options.get("cron") is None
+    if rollover:
+        assert record.generation >= 2
+
+
+class _RecordingDurable:
+    """Records the durable calls of workflow code without an engine."""
+
+    def __init__(self) -> None:
+        self.steps: list[tuple[str, tuple[object, ...]]] = []
+
+    async def step(self, name: str, _fn: object, *args: object) -> None:
+        self.steps.append((name, args))
+
+
+async def test_missed_cron_ticks_fire_once_not_one_by_one() -> None:
+    from swarmdeck.runtime.session import SessionLoop
+
+    d = _RecordingDurable()
+    info = {
+        "options": {"cron": {"interval": 1.0, "reason": "sweep", "next_at": 100.0}},
+        "offered": [],
+        "generation": 0,
+        "budgeted": False,
+        "rollover_iterations": 50,
+        "turns_done": 1,
+    }
+    loop = SessionLoop(d, "s1", info)  # type: ignore[arg-type]
+    await loop.tick_cron(100.2)  # on time: the next tick is one interval on
+    assert loop.cron is not None and loop.cron["next_at"] == 101.0
+    await loop.tick_cron(105.5)  # four ticks missed (busy or down): one fires now...
+    assert loop.cron["next_at"] == 106.0  # ...and the schedule resumes, no catch-up burst
+    timers = [args[1] for name, args in d.steps if name == "timer"]
+    assert timers == ["cron:100.0", "cron:101.0"]
