@@ -19,6 +19,14 @@ from swarmdeck.models.types import Usage
 Redact = Callable[[str], str]
 
 
+def _lock_session(conn: sa.Connection, session_id: str) -> None:
+    """Serialize writers of one session: PostgreSQL locks its row (SQLite emits no lock;
+    its first write statement takes the database's write lock instead)."""
+    conn.execute(
+        sa.select(schema.sessions.c.id).where(schema.sessions.c.id == session_id).with_for_update()
+    )
+
+
 def _identity(text: str) -> str:
     return text
 
@@ -346,11 +354,7 @@ class Catalog:
                     # predecessor committed (optimistic retries starved under contention):
                     # PostgreSQL locks the session's row; SQLite's INSERT computes the seq
                     # under its write lock, which the first write statement takes.
-                    conn.execute(
-                        sa.select(schema.sessions.c.id)
-                        .where(schema.sessions.c.id == session_id)
-                        .with_for_update()
-                    )
+                    _lock_session(conn, session_id)
                     if usage_row is not None:
                         conn.execute(
                             schema.usage.insert().values(
@@ -496,11 +500,7 @@ class Catalog:
         with self.engine.begin() as conn:
             # Replacing writers take turns (PostgreSQL: the session's row lock; SQLite: the
             # DELETE's write lock); otherwise both delete, both insert, and one fails.
-            conn.execute(
-                sa.select(schema.sessions.c.id)
-                .where(schema.sessions.c.id == session_id)
-                .with_for_update()
-            )
+            _lock_session(conn, session_id)
             conn.execute(
                 table.delete().where(table.c.session_id == session_id, table.c.name == name)
             )
