@@ -592,6 +592,10 @@ async def test_concurrent_requests_are_counted(fake_llm: FakeLLM) -> None:
     )
     assert time.monotonic() - started < 1.0
     assert fake_llm.max_concurrent == 5
+    # The client has its replies before the server's handlers have returned: let them end.
+    deadline = time.monotonic() + 5
+    while fake_llm.in_flight and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
     fake_llm.reset_stats()
     assert fake_llm.max_concurrent == 0
 

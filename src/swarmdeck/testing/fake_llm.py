@@ -978,8 +978,14 @@ class FakeLLM:
         with self._lock:
             return self._max_concurrent
 
+    @property
+    def in_flight(self) -> int:
+        """Requests being served now (a reply the client has read may not have ended yet)."""
+        with self._lock:
+            return self._in_flight
+
     def reset_stats(self) -> None:
-        """Forget recorded requests and the concurrency peak."""
+        """Forget recorded requests; the concurrency peak restarts from what is in flight."""
         with self._lock:
             self._requests.clear()
             self._max_concurrent = self._in_flight
