@@ -74,6 +74,15 @@ def test_parallel_and_provider_limits(sd_home: Path, workdir: Path, tmp_path: Pa
         assert wide.max_concurrent >= 2  # and the jobs did run side by side
 
 
+def _logged(home: Path, *needles: str) -> bool:
+    """True when some run log under the home holds every needle."""
+    for log in home.glob("runs/**/*.log"):
+        text = log.read_text(errors="replace")
+        if all(n in text for n in needles):
+            return True
+    return False
+
+
 def dispatch_pids(marker: str) -> list[int]:
     """Pids of `swarmdeck dispatch` processes whose command line holds `marker`."""
     found = []
@@ -112,10 +121,12 @@ def test_a_killed_worker_gets_a_synthesized_verdict(
         try:
             deadline = time.monotonic() + 120
             # Kill it while its second model turn is under way.
+            # Also wait for its first turn's progress line: the log gets it just before
+            # stderr does, and the verdict's stderr_tail must show it.
             while not any(
                 "SLOW" in json.dumps(r.body) and "Looking." in json.dumps(r.body)
                 for r in fake.requests
-            ):
+            ) or not _logged(sd_home, "SLOW", "Looking."):
                 assert time.monotonic() < deadline, "the slow job never reached its second turn"
                 time.sleep(0.1)
             [pid] = dispatch_pids(str(slow))
