@@ -55,9 +55,10 @@ def _inbox(catalog: Catalog, sid: str) -> list[tuple[str, str]]:
 
 def _script(catalog: Catalog) -> Scripted:
     def helper_acts_once_told(_req: FakeRequest) -> Reply:
-        # Ordering, not timing: the helper's first answer waits for its parent's message.
+        # Ordering, not timing: the helper's first answer waits for its parent's message to
+        # be posted (a turn takes in what arrived before it, so it may be taken already).
         helper = _session(catalog, "helper job")
-        wait_for(lambda: catalog.pending_count(helper, ["user"]), timeout=60)
+        wait_for(lambda: _inbox(catalog, helper), timeout=60)
         return calls(call("list_artifacts"))
 
     def helper_reports(req: FakeRequest) -> Reply:

@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
-from swarmdeck.catalog import schema
+from swarmdeck.catalog import schema, statements
 from swarmdeck.catalog.db import create_db_engine
 from swarmdeck.catalog.records import EventRecord, InboxItem, SessionRecord, UsageTotals
 from swarmdeck.errors import NotFoundError
@@ -20,11 +20,8 @@ Redact = Callable[[str], str]
 
 
 def _lock_session(conn: sa.Connection, session_id: str) -> None:
-    """Serialize writers of one session: PostgreSQL locks its row (SQLite emits no lock;
-    its first write statement takes the database's write lock instead)."""
-    conn.execute(
-        sa.select(schema.sessions.c.id).where(schema.sessions.c.id == session_id).with_for_update()
-    )
+    """Serialize writers of one session (see statements.LOCK_SESSION)."""
+    conn.execute(statements.LOCK_SESSION, {"b_session": session_id})
 
 
 def _identity(text: str) -> str:
@@ -326,6 +323,13 @@ class Catalog:
                 sa.select(sa.func.count()).select_from(inbox).where(where)
             ).scalar_one()
 
+    def has_pending(self, session_id: str, kinds: Iterable[str], claim: str) -> bool:
+        """True when messages of these kinds wait for the session, or were taken under
+        `claim` (a consumer that crashed before recording them takes them again)."""
+        params = {"b_session": session_id, "b_kinds": list(kinds), "b_claim": claim}
+        with self.engine.connect() as conn:
+            return conn.execute(statements.PENDING, params).first() is not None
+
     # -- events -----------------------------------------------------------------------
 
     def append_event(
@@ -341,36 +345,17 @@ class Catalog:
         A turn's usage row, when given, is written in the same transaction.
         """
         text = self._json(payload)
-        events = schema.events
-        next_seq = (
-            sa.select(sa.func.coalesce(sa.func.max(events.c.seq), 0) + 1)
-            .where(events.c.session_id == session_id)
-            .scalar_subquery()
-        )
+        params = {"b_session": session_id, "b_key": key, "b_kind": kind, "b_payload": text}
         for _ in range(20):
             try:
                 with self.engine.begin() as conn:
-                    # Writers of one session take turns, so each reads the seq its
-                    # predecessor committed (optimistic retries starved under contention):
-                    # PostgreSQL locks the session's row; SQLite's INSERT computes the seq
-                    # under its write lock, which the first write statement takes.
                     _lock_session(conn, session_id)
                     if usage_row is not None:
                         conn.execute(
-                            schema.usage.insert().values(
-                                session_id=session_id, ts=time.time(), **usage_row
-                            )
+                            statements.INSERT_USAGE,
+                            {"session_id": session_id, "ts": time.time(), **usage_row},
                         )
-                    conn.execute(
-                        events.insert().values(
-                            session_id=session_id,
-                            seq=next_seq,
-                            key=key,
-                            kind=kind,
-                            payload=text,
-                            ts=time.time(),
-                        )
-                    )
+                    conn.execute(statements.INSERT_EVENT, {**params, "b_ts": time.time()})
                 return True
             except IntegrityError:
                 if self.has_event(session_id, key):
@@ -406,14 +391,10 @@ class Catalog:
     def has_event(self, session_id: str, key: str) -> bool:
         """True when an event with this key is stored."""
         with self.engine.connect() as conn:
-            return (
-                conn.execute(
-                    sa.select(schema.events.c.id).where(
-                        schema.events.c.session_id == session_id, schema.events.c.key == key
-                    )
-                ).first()
-                is not None
-            )
+            found = conn.execute(
+                statements.EVENT_ID_BY_KEY, {"b_session": session_id, "b_key": key}
+            ).first()
+        return found is not None
 
     def events(
         self,
@@ -424,6 +405,12 @@ class Catalog:
         limit: int | None = None,
     ) -> list[EventRecord]:
         """Transcript entries in order, after a cursor."""
+        if kinds is None and not limit:
+            with self.engine.connect() as conn:
+                rows = conn.execute(
+                    statements.EVENTS_AFTER, {"b_session": session_id, "b_after": after_id}
+                )
+                return [EventRecord.from_row(r) for r in rows]
         q = (
             sa.select(schema.events)
             .where(schema.events.c.session_id == session_id, schema.events.c.id > after_id)

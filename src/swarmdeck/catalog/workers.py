@@ -121,6 +121,13 @@ class WorkerRegistry:
                 for r in result
             ]
 
+    def crashed(self) -> list[str]:
+        """Executors that died without a clean exit and whose work nobody took over yet."""
+        now = time.time()
+        return [
+            w.executor_id for w in self.rows() if not w.stopped and not w.alive(now, self.hostname)
+        ]
+
     def alive(self) -> list[WorkerRow]:
         """Executors that are running now."""
         now = time.time()

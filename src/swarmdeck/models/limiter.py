@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import os
 import random
@@ -52,6 +53,16 @@ WAKE_JITTER_S = 0.05
 # A lease outlives the call's timeout a little, so only a crashed holder's slot is reclaimed.
 LEASE_MARGIN_S = 60.0
 DB_THREADS = 4
+# A slot given back is kept by its process this long before it returns to the store: the
+# next call of the same process (the session's next turn) takes it without a write. Other
+# processes wait at most this long for it, and a slot kept while they wait is given back.
+PARK_S = 0.1
+# A kept slot is reused without asking the store whether a cooldown began or others wait
+# for at most this long after the last time it asked (waiters mark themselves every
+# POLL_MIN_S..POLL_MAX_S and stay marked for FAIR_WINDOW_S, so none is missed).
+RECHECK_S = 0.05
+# A kept slot is reused only while its lease outlives one more call by this much.
+REUSE_MARGIN_S = 10.0
 
 metadata = MetaData()
 
@@ -95,11 +106,13 @@ class _Pace:
 
 @dataclass(frozen=True)
 class _Lease:
-    """A held slot; `idx` is None for the in-process backend."""
+    """A held slot; `idx` is None for the in-process backend. `expires` is a lower bound of
+    the lease's end on this process's monotonic clock."""
 
     provider: str
     holder: str
     idx: int | None = None
+    expires: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -110,6 +123,14 @@ class _Attempt:
     wait: float | None = None
     # No slot was free: the caller waits its turn among the pollers.
     contended: bool = False
+
+
+@dataclass(eq=False)
+class _Kept:
+    """A slot this process holds in the store but is not using, and when it goes back."""
+
+    lease: _Lease
+    timer: asyncio.TimerHandle | None = None
 
 
 class ProviderLimiter:
@@ -134,7 +155,7 @@ class ProviderLimiter:
                 yield
             finally:
                 # Shielded: a cancelled call must still give its slot back.
-                await asyncio.shield(self._backend.release(lease))
+                await asyncio.shield(self._backend.release(lease, config))
 
     async def cool_down(self, provider: str, seconds: float) -> None:
         """Hold back every caller of `provider` for `seconds` (an earlier, longer cooldown stays)."""
@@ -145,8 +166,25 @@ class ProviderLimiter:
         """Seconds until `provider` may be called again; 0 when not cooling down."""
         return await self._backend.cooldown_remaining(provider)
 
+    def set_owner(self, owner: str) -> None:
+        """Name this process's slots after its worker id, so a worker that takes over a dead
+        one can free the slots it held (see free_slots_of)."""
+        if isinstance(self._backend, _SqlBackend):
+            self._backend.owner = owner
+
+    def free_slots_of(self, owners: list[str]) -> int:
+        """Free every slot held by these (dead) workers; returns how many were held."""
+        if isinstance(self._backend, _SqlBackend) and owners:
+            return self._backend.free_slots_of(owners)
+        return 0
+
+    def give_back_kept(self) -> None:
+        """Return the slots this process keeps between calls to the store (when it stops)."""
+        if isinstance(self._backend, _SqlBackend):
+            self._backend.give_back_kept()
+
     def close(self) -> None:
-        """Stop the limiter's database threads."""
+        """Give kept slots back and stop the limiter's database threads."""
         if isinstance(self._backend, _SqlBackend):
             self._backend.close()
 
@@ -178,7 +216,7 @@ class _MemoryBackend:
                 return _Lease(config.key, holder="local")
             await asyncio.sleep(_poll_delay(max(cooling, pacing)))
 
-    async def release(self, lease: _Lease) -> None:
+    async def release(self, lease: _Lease, config: ProviderConfig) -> None:
         """Nothing to do: the gate is released by the caller."""
 
     async def cool_down(self, provider: str, seconds: float) -> None:
@@ -202,6 +240,7 @@ class _Statements:
     contend: Update
     cool_down: Update
     remaining: Select[Any]
+    held_back: Select[Any]
     client_clock: bool
 
     @classmethod
@@ -286,6 +325,11 @@ class _Statements:
                 )
             ),
             remaining=select(state.cooldown_until - now).where(state.provider == provider),
+            held_back=select(state.provider).where(
+                state.provider == provider,
+                (state.cooldown_until > now)
+                | (state.contended_at > now - bindparam("b_fair_window", type_=Double)),
+            ),
             client_clock=dialect not in ("sqlite", "postgresql"),
         )
 
@@ -295,29 +339,53 @@ class _SqlBackend:
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
+        self.owner = f"pid-{os.getpid()}"
         # Own small pool: DB waits must not starve the loop's default executor.
         self._executor = ThreadPoolExecutor(DB_THREADS, thread_name_prefix="swarmdeck-limiter")
         self._ready: set[tuple[str, int]] = set()
         self._tables_ready = False
         self._lock = threading.Lock()
         self._statements = _Statements.build(engine.dialect.name)
+        self._kept: dict[str, list[_Kept]] = {}
+        self._checked: dict[str, float] = {}
+        self._returning: set[asyncio.Future[None]] = set()
+        # A process that ends without close() still gives its kept slots back.
+        atexit.register(self.give_back_kept)
 
     def close(self) -> None:
-        """Shut the DB threads down."""
+        """Give kept slots back and shut the DB threads down."""
+        self.give_back_kept()
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def give_back_kept(self) -> None:
+        """Return every kept slot to the store now (blocking: when the process stops)."""
+        kept = [k for kept_list in self._kept.values() for k in kept_list]
+        self._kept.clear()
+        for k in kept:
+            if k.timer is not None:
+                k.timer.cancel()
+            try:
+                self._release(k.lease)
+            except (OperationalError, DBAPIError):
+                continue  # the lease expires on its own
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a blocking DB function off the event loop."""
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
     async def acquire(self, config: ProviderConfig) -> _Lease:
-        """Poll until the cooldown is over, an rpm token is free and a slot is ours."""
-        holder = f"{os.getpid()}-{uuid.uuid4().hex[:16]}"
+        """A slot this process kept, if it may be reused; else poll until the cooldown is
+        over, an rpm token is free and a slot is ours."""
+        kept = await self._reuse(config)
+        if kept is not None:
+            return kept
+        holder = f"{self.owner}/{uuid.uuid4().hex[:16]}"
         fresh = True
         failures = 0
         while True:
+            started = time.monotonic()
             try:
-                attempt = await self._run(self._try_acquire, config, holder, fresh)
+                attempt = await self._run(self._try_acquire, config, holder, fresh, started)
                 failures = 0
             except OperationalError as exc:
                 # SQLite's "database is locked" after its busy timeout, or the store is briefly
@@ -331,7 +399,51 @@ class _SqlBackend:
             fresh = fresh and not attempt.contended
             await asyncio.sleep(_poll_delay(attempt.wait))
 
-    async def release(self, lease: _Lease) -> None:
+    async def release(self, lease: _Lease, config: ProviderConfig) -> None:
+        """Keep the slot for this process's next call for a moment (see PARK_S)."""
+        if lease.expires - time.monotonic() < config.timeout_s + REUSE_MARGIN_S:
+            await self._give_back(lease)
+            return
+        kept = _Kept(lease)
+        kept.timer = asyncio.get_running_loop().call_later(PARK_S, self._expire, kept)
+        self._kept.setdefault(lease.provider, []).append(kept)
+
+    async def _reuse(self, config: ProviderConfig) -> _Lease | None:
+        """A kept slot, unless a cooldown began or others wait for slots (then it goes back)."""
+        kept_list = self._kept.get(config.key)
+        if not kept_list:
+            return None
+        kept = kept_list.pop()
+        if kept.timer is not None:
+            kept.timer.cancel()
+        lease = kept.lease
+        if lease.expires - time.monotonic() < config.timeout_s + REUSE_MARGIN_S:
+            await self._give_back(lease)
+            return None
+        pace = _Pace.of(config)
+        checked = self._checked.get(config.key, float("-inf"))
+        if pace.interval or time.monotonic() - checked > RECHECK_S:
+            checking = time.monotonic()
+            try:
+                clear = await self._run(self._may_reuse, config, pace)
+            except OperationalError:
+                clear = False
+            if not clear:
+                await self._give_back(lease)
+                return None
+            self._checked[config.key] = checking
+        return lease
+
+    def _expire(self, kept: _Kept) -> None:
+        """Timer: a kept slot nobody reused returns to the store."""
+        kept_list = self._kept.get(kept.lease.provider, [])
+        if kept in kept_list:
+            kept_list.remove(kept)
+            task = asyncio.ensure_future(self._give_back(kept.lease))
+            self._returning.add(task)
+            task.add_done_callback(self._returning.discard)
+
+    async def _give_back(self, lease: _Lease) -> None:
         """Free the slot if it is still ours (an expired lease may have been taken over)."""
         for delay in (0.0, 0.05, 0.2, 1.0):
             await asyncio.sleep(delay)
@@ -347,6 +459,7 @@ class _SqlBackend:
 
     async def cool_down(self, provider: str, seconds: float) -> None:
         """Push the provider's shared cooldown out to now + seconds."""
+        self._checked.pop(provider, None)  # the next reuse of a kept slot asks the store
         await self._run(self._cool_down, provider, seconds)
 
     async def cooldown_remaining(self, provider: str) -> float:
@@ -361,7 +474,31 @@ class _SqlBackend:
             values["b_now"] = time.time()
         return values
 
-    def _try_acquire(self, config: ProviderConfig, holder: str, fresh: bool = False) -> _Attempt:
+    def _may_reuse(self, config: ProviderConfig, pace: _Pace) -> bool:
+        """One transaction: True when the provider is not cooling down, nobody waited for a
+        slot lately, and (with an rpm) a token was taken."""
+        sql = self._statements
+        with self._engine.connect() as conn:
+            if pace.interval:
+                token = conn.execute(
+                    sql.take_token,
+                    self._params(
+                        b_provider=config.key, b_tolerance=pace.tolerance, b_interval=pace.interval
+                    ),
+                )
+                if token.rowcount == 0:
+                    return False
+            busy = conn.execute(
+                sql.held_back, self._params(b_provider=config.key, b_fair_window=FAIR_WINDOW_S)
+            ).first()
+            if busy is not None:
+                return False  # the rollback gives the token back
+            conn.commit()
+            return True
+
+    def _try_acquire(
+        self, config: ProviderConfig, holder: str, fresh: bool = False, started: float = 0.0
+    ) -> _Attempt:
         """One transaction: an rpm token (if the provider has an rpm), then a free slot, both
         only when the provider is not cooling down."""
         self._ensure(config)
@@ -393,7 +530,8 @@ class _SqlBackend:
                 # Busy or cooling down; the rollback also gives the rpm token back.
                 return self._wait_for(conn, config, pace, slot_taken=True)
             conn.commit()
-            return _Attempt(lease=_Lease(config.key, holder, int(taken[0])))
+            expires = started + config.timeout_s + LEASE_MARGIN_S
+            return _Attempt(lease=_Lease(config.key, holder, int(taken[0]), expires))
 
     def _wait_for(
         self, conn: Connection, config: ProviderConfig, pace: _Pace, *, slot_taken: bool
@@ -420,6 +558,20 @@ class _SqlBackend:
             conn.execute(
                 self._statements.release,
                 {"b_provider": lease.provider, "b_idx": lease.idx, "b_holder": lease.holder},
+            )
+
+    def free_slots_of(self, owners: list[str]) -> int:
+        """Free the slots whose holder belongs to one of these owners."""
+        self._create_tables()
+        slots = limiter_slots.c
+        with self._engine.begin() as conn:
+            return sum(
+                conn.execute(
+                    update(limiter_slots)
+                    .where(slots.holder.startswith(f"{owner}/", autoescape=True))
+                    .values(holder=None, expires_at=0.0)
+                ).rowcount
+                for owner in owners
             )
 
     def _cool_down(self, provider: str, seconds: float) -> None:

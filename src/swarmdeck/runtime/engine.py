@@ -134,10 +134,14 @@ class Engine:
     def launch(self) -> None:
         """Start DBOS and the heartbeat; register as a worker."""
         self.services.engine_ops = self
+        self.services.limiter.set_owner(self.executor_id)
         set_services(self.services)
         DBOS(config=_dbos_config(self.services.settings, self.services, self.executor_id))
         DBOS.launch()
         self.workers.register(self.executor_id)
+        # Slots a crashed worker held (mid-call, or kept between calls) are free again now,
+        # whether or not this process takes over its sessions.
+        self.services.limiter.free_slots_of(self.workers.crashed())
         self._heartbeat = threading.Thread(target=self._beat, name="sd-heartbeat", daemon=True)
         self._heartbeat.start()
 
@@ -161,6 +165,9 @@ class Engine:
         """Take over the unfinished sessions of executors that died or stopped."""
         claimed = self.workers.claim_dead(self.executor_id)
         if claimed:
+            # A dead worker's provider slots would stay taken until their leases ran out
+            # (the call timeout plus a margin): free them now.
+            self.services.limiter.free_slots_of(claimed)
             DBOS._recover_pending_workflows(claimed)
         return claimed
 

@@ -12,20 +12,20 @@ CONVERSATION_KINDS = ("task", "user", "assistant", "tool_result", "child_update"
 def build_messages(system_prompt: str, events: list[EventRecord]) -> list[Message]:
     """System prompt, then every conversational event in order."""
     messages = [Message("system", system_prompt)]
-    for ev in events:
-        p = ev.payload
-        if ev.kind in ("task", "user", "child_update", "timer"):
-            messages.append(Message("user", p["text"]))
-        elif ev.kind == "assistant":
-            calls = tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in p["tool_calls"])
-            messages.append(Message("assistant", p["text"], calls, reasoning=p.get("reasoning")))
-        elif ev.kind == "tool_result":
-            messages.append(
-                Message(
-                    "tool",
-                    p["content"],
-                    tool_call_id=p["call_id"],
-                    is_error=p.get("is_error", False),
-                )
-            )
+    messages.extend(m for m in map(to_message, events) if m is not None)
     return messages
+
+
+def to_message(ev: EventRecord) -> Message | None:
+    """The conversation message a transcript entry makes; None for status, notes, errors."""
+    p = ev.payload
+    if ev.kind in ("task", "user", "child_update", "timer"):
+        return Message("user", p["text"])
+    if ev.kind == "assistant":
+        calls = tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in p["tool_calls"])
+        return Message("assistant", p["text"], calls, reasoning=p.get("reasoning"))
+    if ev.kind == "tool_result":
+        return Message(
+            "tool", p["content"], tool_call_id=p["call_id"], is_error=p.get("is_error", False)
+        )
+    return None

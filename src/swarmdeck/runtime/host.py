@@ -78,6 +78,7 @@ class Host:
         if self.engine is not None:
             self.engine.shutdown()
             self.engine = None
+        self.services.limiter.give_back_kept()
 
     def check_request(self, req: SessionRequest) -> None:
         """Refuse what cannot work before anything is stored or sent."""

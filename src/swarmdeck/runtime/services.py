@@ -7,13 +7,14 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from swarmdeck.catalog.catalog import Catalog
-from swarmdeck.catalog.records import EventRecord, SessionRecord
+from swarmdeck.catalog.records import SessionRecord
 from swarmdeck.config import Settings
 from swarmdeck.errors import SwarmdeckError
 from swarmdeck.models.factory import build_chat_model
 from swarmdeck.models.limiter import ProviderLimiter
 from swarmdeck.models.registry import ProviderConfig, ProviderRegistry
 from swarmdeck.models.types import ChatModel
+from swarmdeck.runtime.journal import Journal
 from swarmdeck.secrets.redact import Redactor, load_redactor, set_default_redactor
 from swarmdeck.secrets.store import CredentialStore
 from swarmdeck.tools.base import Tool, ToolRegistry
@@ -52,7 +53,7 @@ class Services:
     # tools) never changes, and its transcript only grows, so each turn reads only what is
     # new. Rebuilt from the catalog after a restart.
     _records: dict[str, SessionRecord] = field(default_factory=dict)
-    _history: dict[str, tuple[int, list[EventRecord]]] = field(default_factory=dict)
+    _journals: dict[str, Journal] = field(default_factory=dict)
 
     def session_identity(self, session_id: str) -> SessionRecord:
         """The session's record as created (its identity fields are immutable)."""
@@ -61,20 +62,23 @@ class Services:
             record = self._records[session_id] = self.catalog.get_session(session_id)
         return record
 
-    def conversation(self, session_id: str, kinds: tuple[str, ...]) -> list[EventRecord]:
-        """The session's conversational events, reading only those stored since last time."""
-        cursor, events = self._history.get(session_id, (0, []))
-        fresh = self.catalog.events(session_id, after_id=cursor, kinds=kinds)
-        if fresh:
-            events = events + fresh
-            cursor = max(e.id for e in fresh)
-            self._history[session_id] = (cursor, events)
-        return events
+    def journal(self, session_id: str) -> Journal:
+        """The session's transcript, brought up to date (reads only what is new)."""
+        journal = self._journals.get(session_id)
+        if journal is None:
+            journal = self._journals[session_id] = Journal(session_id)
+        journal.refresh(self.catalog)
+        return journal
+
+    def journal_cached(self, session_id: str) -> Journal:
+        """The session's transcript as last brought up to date (read now if never)."""
+        journal = self._journals.get(session_id)
+        return journal if journal is not None else self.journal(session_id)
 
     def forget(self, session_id: str) -> None:
         """Drop a finished session's caches."""
         self._records.pop(session_id, None)
-        self._history.pop(session_id, None)
+        self._journals.pop(session_id, None)
 
     @classmethod
     def build(cls, settings: Settings, tools: list[Tool]) -> Services:

@@ -79,8 +79,12 @@ class SessionLoop:
             ended = await self.check_limits()
             if ended:
                 return ended
-            reply = await self.d.step("llm_turn", steps.llm_turn, self.sid, self.turn)
+            # Turns and tool calls journal themselves in the catalog (see steps.llm_turn).
+            reply = await steps.llm_turn(self.sid, self.turn, self.generation, TURN_INBOX_KINDS)
             self.iterations += 1
+            if "ended" in reply:
+                # Ended from outside (cancelled): whoever ended it recorded why.
+                return {"status": reply["ended"]["status"], "reason": reply["ended"]["reason"]}
             if "error" in reply:
                 return await self.end("failed", reply["error"], "provider_error")
             self.last_text = reply["text"] or self.last_text
@@ -91,9 +95,8 @@ class SessionLoop:
             if self.rejected >= MAX_RESULT_ATTEMPTS:
                 return await self.end("completed", None, "result_malformed")
             if reply["tool_calls"]:
-                # Messages that came in during the turn join the conversation now, so a
-                # running session (a sub-agent) hears its parent before its next turn.
-                await self.drain(TURN_INBOX_KINDS)
+                # Messages that came in meanwhile join the conversation at the next turn
+                # (llm_turn takes them in), so a sub-agent hears its parent before it.
                 continue
             if not self.waits_between_turns:
                 if await self.drain(["user"]):
@@ -130,7 +133,7 @@ class SessionLoop:
                     "record", steps.record_result, self.sid, self.turn, call, content, is_error
                 )
             else:
-                await self.d.step("tool", steps.tool_call, self.sid, self.turn, call)
+                await steps.tool_call(self.sid, self.turn, call)
         return submitted
 
     async def drain(

@@ -11,12 +11,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from swarmdeck.catalog.records import SessionRecord
+from swarmdeck.catalog.records import EventRecord, SessionRecord
 from swarmdeck.errors import ProviderError, SwarmdeckError
+from swarmdeck.models.types import Message
 from swarmdeck.runtime.crashpoints import crash_point
-from swarmdeck.runtime.history import CONVERSATION_KINDS, build_messages
 from swarmdeck.runtime.prompts import system_prompt
 from swarmdeck.runtime.services import services
+from swarmdeck.runtime.tree import drain_inbox
 from swarmdeck.tools.base import READ_ONLY_MODES, Effect, Tool, ToolContext, ToolOutcome
 from swarmdeck.workspace.gitdirs import git_dirs_outside
 
@@ -125,27 +126,50 @@ def append_event(session_id: str, key: str, kind: str, payload: dict[str, Any]) 
     services().catalog.append_event(session_id, key, kind, payload)
 
 
-def _prepare_turn(session_id: str, key: str) -> dict[str, Any]:
-    """The stored turn if there is one, else what the model call needs (database work)."""
+def _prepare_turn(session_id: str, turn: int, generation: int, inbox: list[str]) -> dict[str, Any]:
+    """The stored turn if there is one, else what the model call needs (database work).
+
+    Messages that arrived since the last turn join the conversation first. A session ended
+    from outside (cancelled) is reported, so the loop stops without a further model call.
+    """
     svc = services()
-    stored = svc.catalog.event_by_key(session_id, key)
+    journal = svc.journal(session_id)
+    stored = journal.get(f"turn:{turn}") or journal.get(f"turn:{turn}:error")
     if stored is not None:
-        return {
-            "stored": {"text": stored.payload["text"], "tool_calls": stored.payload["tool_calls"]}
-        }
+        return {"stored": _turn_reply(stored)}
+    ended = journal.get(f"end:g{generation}")
+    if ended is not None:
+        return {"ended": ended.payload}
+    claim = f"turn:{turn}"
+    if svc.catalog.has_pending(session_id, inbox, claim):
+        drain_inbox(session_id, claim, inbox, record=True)
+        journal = svc.journal(session_id)
     record = svc.session_identity(session_id)
-    events = svc.conversation(session_id, CONVERSATION_KINDS)
     return {
         "record": record,
-        "messages": build_messages(system_prompt(record.workdir, record.system_message), events),
+        "messages": [
+            Message("system", system_prompt(record.workdir, record.system_message)),
+            *journal.messages,
+        ],
         "specs": [t.spec() for t in offered_tools(record)],
     }
+
+
+def _turn_reply(event: EventRecord) -> dict[str, Any]:
+    """What the loop needs of a stored turn (or of the provider error that ended it)."""
+    if event.kind == "error":
+        return {"error": event.payload["message"], "retryable": False}
+    return {"text": event.payload["text"], "tool_calls": event.payload["tool_calls"]}
 
 
 def _store_turn(
     session_id: str, turn: int, record: SessionRecord, completion: Any
 ) -> dict[str, Any]:
-    """Store the model's message and usage in one transaction; returns what the loop needs."""
+    """Store the model's message and usage in one transaction; returns what the loop needs.
+
+    When another process stored this turn first (a worker presumed dead that was not),
+    its turn is the one that counts.
+    """
     svc = services()
     calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in completion.tool_calls]
     config, model_name = svc.provider_for(record.model)
@@ -156,32 +180,38 @@ def _store_turn(
         "cost_usd": completion.cost_usd,
         **completion.usage.as_dict(),
     }
-    svc.catalog.append_event(
-        session_id,
-        f"turn:{turn}",
-        "assistant",
-        {
-            "text": completion.text,
-            "tool_calls": calls,
-            "reasoning": completion.reasoning,
-            "usage": completion.usage.as_dict(),
-        },
-        usage_row,
-    )
-    # A step's return value is stored by the engine too: it must be redacted like the
-    # transcript, or a secret the model echoed would land in the engine's tables.
+    key = f"turn:{turn}"
+    payload = {
+        "text": completion.text,
+        "tool_calls": calls,
+        "reasoning": completion.reasoning,
+        "usage": completion.usage.as_dict(),
+    }
+    if not svc.catalog.append_event(session_id, key, "assistant", payload, usage_row):
+        return _turn_reply(_stored(session_id, key))
     return svc.redactor.redact_obj({"text": completion.text, "tool_calls": calls})
 
 
-async def llm_turn(session_id: str, turn: int) -> dict[str, Any]:
-    """Ask the model for turn `turn`; store its message and usage; return its tool calls."""
+def _stored(session_id: str, key: str) -> EventRecord:
+    """An event the catalog reported as already stored."""
+    event = services().catalog.event_by_key(session_id, key)
+    assert event is not None, f"{key} reported stored but not found"
+    return event
+
+
+async def llm_turn(session_id: str, turn: int, generation: int, inbox: list[str]) -> dict[str, Any]:
+    """Ask the model for turn `turn`; store its message and usage; return its tool calls.
+
+    The step journals itself: the catalog's `turn:N` entry is its record, so a rerun after
+    a crash returns the stored turn and never asks the model twice for it. (Wrapping it in
+    an engine step as well would write every turn twice.)
+    """
     svc = services()
-    key = f"turn:{turn}"
     # Database work runs in a thread: a wait for SQLite's write lock must not stall the
     # event loop that every other session of this process shares.
-    prep = await asyncio.to_thread(_prepare_turn, session_id, key)
-    if "stored" in prep:
-        return prep["stored"]
+    prep = await asyncio.to_thread(_prepare_turn, session_id, turn, generation, inbox)
+    if "stored" in prep or "ended" in prep:
+        return prep.get("stored") or {"ended": prep["ended"]}
     record = prep["record"]
     crash_point("llm.before")
     try:
@@ -189,7 +219,11 @@ async def llm_turn(session_id: str, turn: int) -> dict[str, Any]:
     except ProviderError as exc:
         message = exc.one_line()
         await asyncio.to_thread(
-            svc.catalog.append_event, session_id, f"{key}:error", "error", {"message": message}
+            svc.catalog.append_event,
+            session_id,
+            f"turn:{turn}:error",
+            "error",
+            {"message": message},
         )
         return {"error": message, "retryable": exc.retryable}
     crash_point("llm.after")
@@ -211,11 +245,15 @@ INTERRUPTED = (
 )
 
 
-def _prepare_call(session_id: str, turn: int, call: dict[str, Any]) -> dict[str, Any]:
-    """The stored result, or the tool and whether it may run (database work)."""
+async def _prepare_call(session_id: str, turn: int, call: dict[str, Any]) -> dict[str, Any]:
+    """The stored result, or the tool and whether it may run.
+
+    The journal was brought up to date by this turn's step, so a result stored before a
+    crash is found there without a read.
+    """
     svc = services()
     call_key = f"{turn}:{call['id']}"
-    stored = svc.catalog.event_by_key(session_id, f"tool:{call_key}")
+    stored = svc.journal_cached(session_id).get(f"tool:{call_key}")
     if stored is not None:
         return {"stored": stored.payload}
     record = svc.session_identity(session_id)
@@ -224,7 +262,9 @@ def _prepare_call(session_id: str, turn: int, call: dict[str, Any]) -> dict[str,
         return {
             "outcome": ToolOutcome(f"error: no tool named {call['name']} in this session", True)
         }
-    if tool.effect is Effect.ONCE and not svc.catalog.mark_tool_started(session_id, call_key):
+    if tool.effect is Effect.ONCE and not await asyncio.to_thread(
+        svc.catalog.mark_tool_started, session_id, call_key
+    ):
         return {"outcome": ToolOutcome(INTERRUPTED, is_error=True)}
     return {"tool": tool, "context": tool_context(record, call_key)}
 
@@ -233,14 +273,19 @@ def _store_call(
     session_id: str, turn: int, call: dict[str, Any], outcome: ToolOutcome
 ) -> dict[str, Any]:
     svc = services()
+    key = f"tool:{turn}:{call['id']}"
     payload = {"call_id": call["id"], "name": call["name"], **_outcome_dict(outcome)}
-    svc.catalog.append_event(session_id, f"tool:{turn}:{call['id']}", "tool_result", payload)
+    if not svc.catalog.append_event(session_id, key, "tool_result", payload):
+        return _stored(session_id, key).payload
     return svc.redactor.redact_obj(payload)
 
 
 async def tool_call(session_id: str, turn: int, call: dict[str, Any]) -> dict[str, Any]:
-    """Run one tool call by its effect class and store its result in the transcript."""
-    prep = await asyncio.to_thread(_prepare_call, session_id, turn, call)
+    """Run one tool call by its effect class and store its result in the transcript.
+
+    Journaled like a turn: the `tool:N:ID` entry is the step's record.
+    """
+    prep = await _prepare_call(session_id, turn, call)
     if "stored" in prep:
         return prep["stored"]
     outcome = prep.get("outcome")

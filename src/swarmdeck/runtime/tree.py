@@ -149,11 +149,12 @@ async def post_message(
     return fresh
 
 
-async def drain_inbox(
+def drain_inbox(
     session_id: str, claim: str, kinds: list[str] | None, record: bool, wake: bool = False
 ) -> list[dict[str, Any]]:
     """Take pending inbox messages (into the transcript when `record`); returns them.
 
+    A rerun with the same claim takes the same messages again, and records them once.
     With `wake`, a resting session that takes messages is marked running at once.
     """
     catalog = services().catalog

@@ -1,0 +1,60 @@
+"""The catalog's per-turn statements, built once.
+
+Building a SQLAlchemy Core statement (and its cache key) costs more than running it: an
+event append measured 0.45 ms, of which SQLite's own work was 0.06 ms. Statements built
+once with bound parameters keep only the running.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from swarmdeck.catalog import schema
+
+_events, _sessions, _inbox = schema.events, schema.sessions, schema.inbox
+_session = sa.bindparam("b_session", type_=sa.String)
+
+# Writers of one session take turns, so each reads the seq its predecessor committed:
+# PostgreSQL locks the session's row; SQLite emits no lock, and its first write statement
+# takes the database's write lock instead.
+LOCK_SESSION = sa.select(_sessions.c.id).where(_sessions.c.id == _session).with_for_update()
+
+INSERT_EVENT = _events.insert().values(
+    session_id=_session,
+    seq=sa.select(sa.func.coalesce(sa.func.max(_events.c.seq), 0) + 1)
+    .where(_events.c.session_id == _session)
+    .scalar_subquery(),
+    key=sa.bindparam("b_key", type_=sa.String),
+    kind=sa.bindparam("b_kind", type_=sa.String),
+    payload=sa.bindparam("b_payload", type_=sa.Text),
+    ts=sa.bindparam("b_ts", type_=sa.Float),
+)
+
+INSERT_USAGE = schema.usage.insert()
+
+EVENTS_AFTER = (
+    sa.select(_events)
+    .where(_events.c.session_id == _session, _events.c.id > sa.bindparam("b_after"))
+    .order_by(_events.c.seq)
+)
+
+EVENT_ID_BY_KEY = sa.select(_events.c.id).where(
+    _events.c.session_id == _session, _events.c.key == sa.bindparam("b_key")
+)
+
+# Messages of these kinds waiting for the session, or taken under this claim by a consumer
+# that may have crashed before recording them.
+PENDING = (
+    sa.select(_inbox.c.id)
+    .where(
+        _inbox.c.session_id == _session,
+        sa.or_(
+            sa.and_(
+                _inbox.c.consumed_by.is_(None),
+                _inbox.c.kind.in_(sa.bindparam("b_kinds", expanding=True)),
+            ),
+            _inbox.c.consumed_by == sa.bindparam("b_claim"),
+        ),
+    )
+    .limit(1)
+)
