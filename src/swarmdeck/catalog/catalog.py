@@ -20,8 +20,10 @@ Redact = Callable[[str], str]
 
 
 def _lock_session(conn: sa.Connection, session_id: str) -> None:
-    """Serialize writers of one session (see statements.LOCK_SESSION)."""
-    conn.execute(statements.LOCK_SESSION, {"b_session": session_id})
+    """Serialize writers of one session (see statements.LOCK_SESSION). SQLite has no row
+    locks: there the transaction's first write takes the database's write lock instead."""
+    if conn.dialect.name != "sqlite":
+        conn.execute(statements.LOCK_SESSION, {"b_session": session_id})
 
 
 def _identity(text: str) -> str:
@@ -166,6 +168,18 @@ class Catalog:
             ).all()
         return [r[0] for r in rows]
 
+    def advance_generation(self, session_id: str, current: int) -> int:
+        """Move the session from generation `current` to the next; idempotent (a rerun
+        after a crash finds it moved and moves it no further). Returns the next one."""
+        sessions = schema.sessions
+        with self.engine.begin() as conn:
+            conn.execute(
+                sessions.update()
+                .where(sessions.c.id == session_id, sessions.c.generation == current)
+                .values(generation=current + 1, updated_at=time.time())
+            )
+        return current + 1
+
     def update_session(self, session_id: str, **fields: Any) -> None:
         """Set columns of a session (status, result, final_text, error...)."""
         if "result" in fields and fields["result"] is not None:
@@ -279,10 +293,17 @@ class Catalog:
         from swarmdeck.catalog.records import TERMINAL_STATUSES
 
         inbox = schema.inbox
+        pending = sa.and_(inbox.c.session_id == session_id, inbox.c.consumed_by.is_(None))
+        if kinds is not None:
+            pending = sa.and_(pending, inbox.c.kind.in_(list(kinds)))
+        check, params = statements.PENDING_ANY, {"b_session": session_id, "b_claim": claim}
+        if kinds is not None:
+            check, params = statements.PENDING_OF_KINDS, {**params, "b_kinds": list(kinds)}
+        with self.engine.connect() as conn:
+            # Most drains find nothing: a read, then, and no write lock taken.
+            if conn.execute(check, params).first() is None:
+                return []
         with self.engine.begin() as conn:
-            pending = sa.and_(inbox.c.session_id == session_id, inbox.c.consumed_by.is_(None))
-            if kinds is not None:
-                pending = sa.and_(pending, inbox.c.kind.in_(list(kinds)))
             conn.execute(inbox.update().where(pending).values(consumed_by=claim))
             rows = conn.execute(
                 sa.select(inbox)
@@ -322,13 +343,6 @@ class Catalog:
             return conn.execute(
                 sa.select(sa.func.count()).select_from(inbox).where(where)
             ).scalar_one()
-
-    def has_pending(self, session_id: str, kinds: Iterable[str], claim: str) -> bool:
-        """True when messages of these kinds wait for the session, or were taken under
-        `claim` (a consumer that crashed before recording them takes them again)."""
-        params = {"b_session": session_id, "b_kinds": list(kinds), "b_claim": claim}
-        with self.engine.connect() as conn:
-            return conn.execute(statements.PENDING, params).first() is not None
 
     # -- events -----------------------------------------------------------------------
 

@@ -49,7 +49,9 @@ def create_db_engine(store_url: str) -> sa.Engine:
             },
         )
     path.parent.mkdir(parents=True, exist_ok=True)
-    engine = sa.create_engine(url, pool_size=20, max_overflow=20)
+    # LIFO: the connection used last is used next, its page cache still warm; round-robin
+    # over the pool re-read pages on every statement (0.34 ms an append instead of 0.23).
+    engine = sa.create_engine(url, pool_size=20, max_overflow=20, pool_use_lifo=True)
 
     @event.listens_for(engine, "connect")
     def _tune(dbapi_conn: Any, _record: Any) -> None:

@@ -42,19 +42,18 @@ EVENT_ID_BY_KEY = sa.select(_events.c.id).where(
     _events.c.session_id == _session, _events.c.key == sa.bindparam("b_key")
 )
 
-# Messages of these kinds waiting for the session, or taken under this claim by a consumer
-# that may have crashed before recording them.
-PENDING = (
+# A message waiting for the session (of these kinds), or taken under this claim by a
+# consumer that may have crashed before recording it: whether a drain has anything to do.
+_claimed = _inbox.c.consumed_by == sa.bindparam("b_claim")
+_waiting = _inbox.c.consumed_by.is_(None)
+PENDING_ANY = (
+    sa.select(_inbox.c.id).where(_inbox.c.session_id == _session, _waiting | _claimed).limit(1)
+)
+PENDING_OF_KINDS = (
     sa.select(_inbox.c.id)
     .where(
         _inbox.c.session_id == _session,
-        sa.or_(
-            sa.and_(
-                _inbox.c.consumed_by.is_(None),
-                _inbox.c.kind.in_(sa.bindparam("b_kinds", expanding=True)),
-            ),
-            _inbox.c.consumed_by == sa.bindparam("b_claim"),
-        ),
+        sa.and_(_waiting, _inbox.c.kind.in_(sa.bindparam("b_kinds", expanding=True))) | _claimed,
     )
     .limit(1)
 )

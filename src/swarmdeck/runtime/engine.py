@@ -60,17 +60,14 @@ class _DBOSDurable:
         generation = services().catalog.get_session(session_id).generation
         await DBOS.send_async(workflow_id(session_id, generation), message, topic)
 
-    async def restart_as_new(self, session_id: str) -> None:
-        generation = await self.step("next_generation", _next_generation, session_id)
-        with SetWorkflowID(workflow_id(session_id, generation)):
+    async def restart_as_new(self, session_id: str, generation: int) -> None:
+        nxt = await self.step("next_generation", _advance_generation, session_id, generation)
+        with SetWorkflowID(workflow_id(session_id, nxt)):
             await DBOS.start_workflow_async(session_workflow, session_id)
 
 
-async def _next_generation(session_id: str) -> int:
-    catalog = services().catalog
-    generation = catalog.get_session(session_id).generation + 1
-    catalog.update_session(session_id, generation=generation)
-    return generation
+def _advance_generation(session_id: str, current: int) -> int:
+    return services().catalog.advance_generation(session_id, current)
 
 
 def _off_loop(fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
@@ -189,7 +186,8 @@ class Engine:
         old = self.current_workflow(session_id)
         if await self.workflow_status(old) in ("PENDING", "ENQUEUED"):
             await DBOS.cancel_workflow_async(old)
-        await _next_generation(session_id)
+        current = self.services.catalog.get_session(session_id).generation
+        await run_in_thread(_advance_generation, session_id, current)
         await self.start_session(session_id)
 
     async def session_outcome(self, session_id: str) -> dict[str, Any]:

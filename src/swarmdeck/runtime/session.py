@@ -50,6 +50,7 @@ class SessionLoop:
         self.budgeted: bool = info["budgeted"]
         self.rollover: int = info["rollover_iterations"]
         self.turn: int = info["turns_done"]
+        self.resume_resting: bool = info["resting"]
         self.max_turns = int(self.options.get("max_turns", DEFAULT_MAX_TURNS))
         self.one_shot = bool(self.options.get("one_shot", True))
         self.cron: dict[str, Any] | None = self.options.get("cron")
@@ -66,12 +67,7 @@ class SessionLoop:
 
     async def run(self) -> dict[str, Any]:
         """Turns until the model is done, a limit is hit, or the generation rolls over."""
-        pending = await self.drain(None)  # messages that arrived while no worker ran
-        if (
-            not pending
-            and self.waits_between_turns
-            and await self.d.step("resting", tree.model_resting, self.sid)
-        ):
+        if self.resume_resting and self.waits_between_turns:
             # A rolled-over generation: the model had ended its turn, so there is nothing
             # to answer yet; asking it again would cost a turn and skip the cron's schedule.
             await self.idle()
@@ -194,19 +190,14 @@ class SessionLoop:
 
     async def roll_over(self) -> dict[str, Any]:
         """Continue in a fresh workflow; the catalog keeps the whole history."""
-        await self.d.restart_as_new(self.sid)
+        await self.d.restart_as_new(self.sid, self.generation)
         return {"status": "rolled_over", "reason": "rollover"}
 
     async def end(self, status: str, error: str | None, reason: str) -> dict[str, Any]:
-        """Record how the session ended and tell its parent."""
-        # The update goes into the parent's inbox first, so a parent that sees this
-        # session ended (wait_for_agents) takes its update with it, never later.
+        """Record how the session ended and tell its parent (one step)."""
         await self.d.step(
-            "tell_parent", tree.notify_parent, self.sid, status, self.last_text, False
-        )
-        await self.d.step(
-            "finish",
-            steps.finish,
+            "end",
+            steps.end_session,
             self.sid,
             status,
             self.last_text,
@@ -214,5 +205,4 @@ class SessionLoop:
             reason,
             f"end:g{self.generation}",
         )
-        await self.d.step("notify_parent", tree.notify_parent, self.sid)
         return {"status": status, "reason": reason}

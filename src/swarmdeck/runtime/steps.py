@@ -17,7 +17,7 @@ from swarmdeck.models.types import Message
 from swarmdeck.runtime.crashpoints import crash_point
 from swarmdeck.runtime.prompts import system_prompt
 from swarmdeck.runtime.services import services
-from swarmdeck.runtime.tree import drain_inbox
+from swarmdeck.runtime.tree import drain_inbox, model_resting, notify_parent
 from swarmdeck.tools.base import READ_ONLY_MODES, Effect, Tool, ToolContext, ToolOutcome
 from swarmdeck.workspace.gitdirs import git_dirs_outside
 
@@ -54,13 +54,18 @@ BUDGET_KEYS = ("max_tokens", "max_cost", "max_turns_total")
 
 
 def load_session(session_id: str) -> dict[str, Any]:
-    """The parts of the session record the loop needs; marks it running."""
+    """The parts of the session record the loop needs; marks it running and takes in the
+    messages that arrived while no worker ran it."""
     svc = services()
     record = svc.catalog.get_session(session_id)
-    if not record.terminal:
-        svc.catalog.set_status(session_id, "running")
+    if record.terminal:
+        return {"terminal": True, "status": record.status}
+    svc.catalog.set_status(session_id, "running")
+    taken = drain_inbox(session_id, f"g{record.generation}:start", None, record=True)
     chain = [record] + [svc.catalog.get_session(a) for a in svc.catalog.ancestor_ids(session_id)]
     return {
+        # The model ended its last turn and nothing came after it (a rolled-over generation).
+        "resting": not taken and model_resting(session_id),
         "mode": record.mode,
         "options": record.options,
         "terminal": record.terminal,
@@ -140,9 +145,7 @@ def _prepare_turn(session_id: str, turn: int, generation: int, inbox: list[str])
     ended = journal.get(f"end:g{generation}")
     if ended is not None:
         return {"ended": ended.payload}
-    claim = f"turn:{turn}"
-    if svc.catalog.has_pending(session_id, inbox, claim):
-        drain_inbox(session_id, claim, inbox, record=True)
+    if drain_inbox(session_id, f"turn:{turn}", inbox, record=True):
         journal = svc.journal(session_id)
     record = svc.session_identity(session_id)
     return {
@@ -341,6 +344,21 @@ def _validate_submission(record: SessionRecord, raw: str) -> tuple[str | None, A
     if validator is None:
         return (None, result) if isinstance(result, dict) else ("result must be an object", None)
     return validator(result), result
+
+
+async def end_session(
+    session_id: str, status: str, final_text: str, error: str | None, reason: str, key: str
+) -> None:
+    """Record how the session ended, and tell its parent.
+
+    The update goes into the parent's inbox first, so a parent that sees this session
+    ended (wait_for_agents) takes its update with it, never later; the doorbell rings
+    last, so a parent it wakes finds the session ended. Each part is idempotent, so a
+    rerun after a crash in between repeats nothing.
+    """
+    await notify_parent(session_id, status, final_text, ring=False)
+    await asyncio.to_thread(finish, session_id, status, final_text, error, reason, key)
+    await notify_parent(session_id)
 
 
 def finish(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from typing import Any
 
@@ -20,7 +21,7 @@ def child_id_for(parent_id: str, call_key: str) -> str:
     return f"{parent_id[:40]}.{digest}"
 
 
-async def spawn_child(parent_id: str, call_key: str, args: dict[str, Any]) -> dict[str, Any]:
+def spawn_child(parent_id: str, call_key: str, args: dict[str, Any]) -> dict[str, Any]:
     """Create a child session record within the limits; returns {id} or {error}."""
     svc = services()
     parent = svc.catalog.get_session(parent_id)
@@ -103,7 +104,7 @@ def _child_spec(parent: SessionRecord, args: dict[str, Any]) -> tuple[dict[str, 
     return spec, None
 
 
-async def children_summary(parent_id: str, ids: list[str] | None) -> dict[str, Any]:
+def children_summary(parent_id: str, ids: list[str] | None) -> dict[str, Any]:
     """Status and output of the parent's children (or the named ones)."""
     catalog = services().catalog
     children = catalog.list_sessions(parent_id=parent_id, limit=10_000)
@@ -127,7 +128,7 @@ async def children_summary(parent_id: str, ids: list[str] | None) -> dict[str, A
     return {"rows": rows, "done": all(r["status"] in TERMINAL_STATUSES for r in rows)}
 
 
-async def tree_summary(session_id: str) -> list[dict[str, Any]]:
+def tree_summary(session_id: str) -> list[dict[str, Any]]:
     """Every session of this session's tree."""
     catalog = services().catalog
     root = catalog.get_session(session_id).root_id
@@ -142,7 +143,7 @@ async def post_message(
 ) -> bool:
     """Put a message in a session's inbox and ring its doorbell (unless `ring` is False)."""
     svc = services()
-    fresh = svc.catalog.post(session_id, msg_id, kind, payload)
+    fresh = await asyncio.to_thread(svc.catalog.post, session_id, msg_id, kind, payload)
     crash_point("message.posted")
     if ring:
         await _ops().ring(session_id)
@@ -165,7 +166,7 @@ def drain_inbox(
     return [{"msg_id": i.msg_id, "kind": i.kind, "payload": i.payload} for i in items]
 
 
-async def model_resting(session_id: str) -> bool:
+def model_resting(session_id: str) -> bool:
     """True when the model ended its last turn and nothing came after it to answer."""
     from swarmdeck.runtime.history import CONVERSATION_KINDS
 
@@ -179,18 +180,7 @@ async def cancel_tree(session_id: str, reason: str, tell_parent: bool = True) ->
     The parent of the cancelled session is told (unless it asked for the cancel itself),
     so a parent waiting for its sub-agents wakes up instead of waiting for its timeout.
     """
-    svc = services()
-    ids = [session_id, *svc.catalog.descendant_ids(session_id)]
-    live = [i for i in ids if not svc.catalog.get_session(i).terminal]
-    for sid in live:
-        record = svc.catalog.get_session(sid)
-        svc.catalog.update_session(sid, status="cancelled", error=reason)
-        svc.catalog.append_event(
-            sid,
-            f"end:g{record.generation}",
-            "status",
-            {"status": "cancelled", "error": reason, "reason": "cancelled"},
-        )
+    live = await asyncio.to_thread(_mark_cancelled, session_id, reason)
     await _ops().cancel(live)
     for sid in live:
         # A workflow resting on its doorbell only notices the cancel at its next step:
@@ -201,7 +191,24 @@ async def cancel_tree(session_id: str, reason: str, tell_parent: bool = True) ->
     return live
 
 
-async def set_cron(session_id: str, cron: dict[str, Any] | None) -> None:
+def _mark_cancelled(session_id: str, reason: str) -> list[str]:
+    """Record the cancel of a session and its live descendants; returns their ids."""
+    catalog = services().catalog
+    ids = [session_id, *catalog.descendant_ids(session_id)]
+    live = [i for i in ids if not catalog.get_session(i).terminal]
+    for sid in live:
+        record = catalog.get_session(sid)
+        catalog.update_session(sid, status="cancelled", error=reason)
+        catalog.append_event(
+            sid,
+            f"end:g{record.generation}",
+            "status",
+            {"status": "cancelled", "error": reason, "reason": "cancelled"},
+        )
+    return live
+
+
+def set_cron(session_id: str, cron: dict[str, Any] | None) -> None:
     """Store (or clear) the session's recurring wake-up."""
     catalog = services().catalog
     options = dict(catalog.get_session(session_id).options)
@@ -222,8 +229,7 @@ async def notify_parent(
     a parent that sees the child ended finds its update already in the inbox, and a
     parent woken by the ring finds the child ended.
     """
-    catalog = services().catalog
-    child = catalog.get_session(session_id)
+    child = await asyncio.to_thread(services().catalog.get_session, session_id)
     if not child.parent_id:
         return
     status = status or child.status

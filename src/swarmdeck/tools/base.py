@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -60,6 +61,13 @@ class ToolOutcome:
 ToolBody = Callable[[ToolContext, Any], Awaitable[str]]
 
 
+@functools.lru_cache(maxsize=1024)
+def _spec_of(name: str, description: str, args_model: type[BaseModel]) -> ToolSpec:
+    schema = args_model.model_json_schema()
+    schema.pop("title", None)
+    return ToolSpec(name, description, schema)
+
+
 @dataclass(frozen=True)
 class Tool:
     """A tool the model can call."""
@@ -75,10 +83,8 @@ class Tool:
     control: bool = False
 
     def spec(self) -> ToolSpec:
-        """The schema the model is shown."""
-        schema = self.args_model.model_json_schema()
-        schema.pop("title", None)
-        return ToolSpec(self.name, self.description, schema)
+        """The schema the model is shown (built once: pydantic builds it anew each time)."""
+        return _spec_of(self.name, self.description, self.args_model)
 
     def parse_args(self, raw: str) -> BaseModel:
         """Validate the model's JSON arguments; raise ToolError with a message it can act on."""
