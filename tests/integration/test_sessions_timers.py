@@ -106,6 +106,7 @@ async def test_missed_cron_ticks_fire_once_not_one_by_one() -> None:
         "budgeted": False,
         "rollover_iterations": 50,
         "turns_done": 1,
+        "resting": False,
     }
     loop = SessionLoop(d, "s1", info)  # type: ignore[arg-type]
     await loop.tick_cron(100.2)  # on time: the next tick is one interval on
