@@ -11,11 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, update
+from sqlalchemy import Engine, select, update
 
 from swarmdeck.catalog.db import create_db_engine
 from swarmdeck.models.factory import build_chat_model
-from swarmdeck.models.limiter import ProviderLimiter, limiter_slots
+from swarmdeck.models.limiter import PARK_S, ProviderLimiter, limiter_slots
 from swarmdeck.models.registry import ProviderConfig
 from swarmdeck.models.types import Message
 from swarmdeck.testing.fake_llm import FakeLLM
@@ -185,6 +185,88 @@ async def test_crashed_holders_lease_expires(
         conn.execute(update(limiter_slots).values(expires_at=0.0))
     engine.dispose()
     await asyncio.wait_for(waiting, 2)
+    del leaked
+
+
+# --- slots kept between a process's calls ---------------------------------------------------
+
+
+def slot_holders(url: str) -> list[str | None]:
+    """Who holds each slot row, in slot order."""
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        rows = conn.execute(select(limiter_slots.c.holder).order_by(limiter_slots.c.idx)).scalars()
+        holders = list(rows)
+    engine.dispose()
+    return holders
+
+
+async def test_a_process_reuses_its_slot_then_gives_it_back(
+    shared_limiters: tuple[ProviderLimiter, ProviderLimiter], store: Store
+) -> None:
+    limiter, _ = shared_limiters
+    config = provider(concurrency=2)
+    await hold(limiter, config, 0, [])
+    (first,) = [h for h in slot_holders(store.url) if h]
+    # The next call right after takes the same kept slot: no second row is taken.
+    await hold(limiter, config, 0, [])
+    assert [h for h in slot_holders(store.url) if h] == [first]
+    # Unused for a moment, it goes back to the store.
+    await asyncio.sleep(PARK_S + 0.3)
+    assert slot_holders(store.url) == [None, None]
+
+
+async def test_a_kept_slot_goes_to_another_process_that_waits(
+    shared_limiters: tuple[ProviderLimiter, ProviderLimiter],
+) -> None:
+    busy, waiting = shared_limiters
+    config = provider(concurrency=1)
+    stop = asyncio.Event()
+
+    async def keep_calling() -> int:
+        calls = 0
+        while not stop.is_set():
+            await hold(busy, config, 0.002, [])
+            calls += 1
+        return calls
+
+    looping = asyncio.create_task(keep_calling())
+    await asyncio.sleep(0.1)
+    started = time.monotonic()
+    # Without the fairness check the busy process would keep its slot for ever.
+    await asyncio.wait_for(hold(waiting, config, 0, []), 3)
+    waited = time.monotonic() - started
+    stop.set()
+    assert await looping > 5
+    assert waited < 1.0, waited
+
+
+async def test_a_cooldown_from_elsewhere_stops_reuse_of_a_kept_slot(
+    shared_limiters: tuple[ProviderLimiter, ProviderLimiter],
+) -> None:
+    first, second = shared_limiters
+    config = provider(concurrency=2)
+    await hold(first, config, 0, [])  # first now keeps a slot
+    await second.cool_down("p", 0.5)
+    started = time.monotonic()
+    await hold(first, config, 0, [])
+    assert time.monotonic() - started >= 0.4
+
+
+async def test_slots_of_a_dead_worker_are_freed(
+    shared_limiters: tuple[ProviderLimiter, ProviderLimiter], store: Store
+) -> None:
+    dead, alive = shared_limiters
+    dead.set_owner("host-1-dead")
+    alive.set_owner("host-2-alive")
+    config = provider(concurrency=2)
+    leaked = dead.slot(config)
+    await leaked.__aenter__()  # killed mid-call: never gives it back
+    await hold(alive, config, 0, [])  # and the live one keeps its own slot
+    assert len([h for h in slot_holders(store.url) if h]) == 2
+    assert alive.free_slots_of(["host-1-dead"]) == 1
+    holders = [h for h in slot_holders(store.url) if h]
+    assert len(holders) == 1 and holders[0].startswith("host-2-alive/")
     del leaked
 
 

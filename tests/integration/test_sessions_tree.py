@@ -266,3 +266,26 @@ async def test_cancel_cascades_and_rm_leaves_no_orphans(
     for sid in removed:
         assert catalog.find_session(sid) is None
         assert catalog.events(sid) == []
+
+
+async def test_cancel_stops_a_session_that_is_busy_taking_turns(
+    swarm: Swarm, fake_llm, workdir: Path
+) -> None:
+    # Turns and tool calls journal themselves in the catalog, outside the engine's
+    # steps, so the engine's cancel alone would not stop this loop: each turn checks.
+    busy = Agent([calls(call("list_dir", path="."))] * 200)
+    script = Scripted({"busy job": busy})
+    fake_llm.set_script(script)
+    session = await swarm.start("busy job", "fake", workdir=workdir)
+    catalog = swarm.host.catalog
+    await await_for(lambda: script.asked.get("busy job", 0) >= 3, what="three turns")
+    await session.cancel()
+    asked_at_cancel = script.asked["busy job"]
+    assert (await session.result(timeout=30)).status == "cancelled"
+    await asyncio.sleep(0.3)
+    # At most the turn that was already on its way when the cancel came.
+    assert script.asked["busy job"] <= asked_at_cancel + 1
+    record = catalog.get_session(session.id)
+    assert record.status == "cancelled"
+    ends = [e for e in catalog.events(session.id, kinds=["status"]) if e.key.startswith("end:")]
+    assert [e.payload["status"] for e in ends] == ["cancelled"]

@@ -348,7 +348,6 @@ class _SqlBackend:
         self._statements = _Statements.build(engine.dialect.name)
         self._kept: dict[str, list[_Kept]] = {}
         self._checked: dict[str, float] = {}
-        self._returning: set[asyncio.Future[None]] = set()
         # A process that ends without close() still gives its kept slots back.
         atexit.register(self.give_back_kept)
 
@@ -439,9 +438,16 @@ class _SqlBackend:
         kept_list = self._kept.get(kept.lease.provider, [])
         if kept in kept_list:
             kept_list.remove(kept)
-            task = asyncio.ensure_future(self._give_back(kept.lease))
-            self._returning.add(task)
-            task.add_done_callback(self._returning.discard)
+            # Straight to the DB threads, not an asyncio task: a loop that ends meanwhile
+            # (a CLI run finishing) must neither drop the write nor warn about it.
+            self._executor.submit(self._release_quietly, kept.lease)
+
+    def _release_quietly(self, lease: _Lease) -> None:
+        """Free our slot row; on failure the lease expires by itself."""
+        try:
+            self._release(lease)
+        except (OperationalError, DBAPIError) as exc:
+            log.debug("limiter: release for %s failed: %s", lease.provider, exc)
 
     async def _give_back(self, lease: _Lease) -> None:
         """Free the slot if it is still ours (an expired lease may have been taken over)."""
