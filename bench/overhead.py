@@ -175,9 +175,9 @@ def main() -> None:
     from swarmdeck.tools.decorator import tool
 
     @tool(effect="read")
-    def noop(n: int) -> str:
+    async def noop(n: int) -> str:
         """Do nothing."""
-        return _noop_tool(n)
+        return _noop_tool(n)  # async, like the bare DBOS step's tool: no thread hand-off
 
     workdir = home / "work"
     workdir.mkdir()

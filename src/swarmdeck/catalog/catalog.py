@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
@@ -30,12 +31,30 @@ def _identity(text: str) -> str:
     return text
 
 
+class WriteWouldWait(Exception):
+    """A no-wait write found the database locked by another writer; nothing was written."""
+
+
+@contextmanager
+def _no_wait_errors(wait: bool) -> Iterator[None]:
+    """Turn SQLite's immediate "database is locked" into WriteWouldWait for no-wait writes."""
+    try:
+        yield
+    except OperationalError as exc:
+        if not wait and ("locked" in str(exc) or "busy" in str(exc)):
+            raise WriteWouldWait(str(exc)) from exc
+        raise
+
+
 class Catalog:
     """All catalog reads and writes; every persisted text passes the redaction filter."""
 
     def __init__(self, engine: sa.Engine, redact: Redact = _identity) -> None:
         self.engine = engine
         self.redact = redact
+        # SQLite in WAL mode: a reader never waits for a writer's lock.
+        self.reads_never_wait = engine.dialect.name == "sqlite"
+        self._no_wait_engine: sa.Engine | None = None
 
     @classmethod
     def open(cls, store_url: str, redact: Redact = _identity) -> Catalog:
@@ -346,6 +365,17 @@ class Catalog:
 
     # -- events -----------------------------------------------------------------------
 
+    def _writer(self, wait: bool) -> sa.Engine:
+        """The engine for a write: the usual one, or (SQLite, `wait` False) one whose
+        writes fail at once with WriteWouldWait when another writer holds the lock."""
+        if wait or not self.reads_never_wait:
+            return self.engine
+        if self._no_wait_engine is None:
+            self._no_wait_engine = create_db_engine(
+                f"sqlite:///{self.engine.url.database}", wait_for_locks=False
+            )
+        return self._no_wait_engine
+
     def append_event(
         self,
         session_id: str,
@@ -353,16 +383,21 @@ class Catalog:
         kind: str,
         payload: dict[str, Any],
         usage_row: dict[str, Any] | None = None,
+        *,
+        wait: bool = True,
     ) -> bool:
         """Append a transcript entry once per key; False when that key was already stored.
 
-        A turn's usage row, when given, is written in the same transaction.
+        A turn's usage row, when given, is written in the same transaction. With `wait`
+        False on SQLite, raises WriteWouldWait (having written nothing) instead of waiting
+        for another writer: the caller may then retry where waiting is harmless.
         """
         text = self._json(payload)
         params = {"b_session": session_id, "b_key": key, "b_kind": kind, "b_payload": text}
+        engine = self._writer(wait)
         for _ in range(20):
             try:
-                with self.engine.begin() as conn:
+                with _no_wait_errors(wait), engine.begin() as conn:
                     _lock_session(conn, session_id)
                     if usage_row is not None:
                         conn.execute(
@@ -409,6 +444,23 @@ class Catalog:
                 statements.EVENT_ID_BY_KEY, {"b_session": session_id, "b_key": key}
             ).first()
         return found is not None
+
+    def news(
+        self, session_id: str, after_id: int, inbox_kinds: Iterable[str], claim: str
+    ) -> tuple[list[EventRecord], bool]:
+        """What changed for a running session, in one round trip: its transcript entries
+        after a cursor, and whether messages of these kinds wait in its inbox (or were
+        taken under `claim` by a consumer that crashed before recording them)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                statements.EVENTS_AFTER, {"b_session": session_id, "b_after": after_id}
+            )
+            events = [EventRecord.from_row(r) for r in rows]
+            mail = conn.execute(
+                statements.PENDING_OF_KINDS,
+                {"b_session": session_id, "b_claim": claim, "b_kinds": list(inbox_kinds)},
+            ).first()
+        return events, mail is not None
 
     def events(
         self,

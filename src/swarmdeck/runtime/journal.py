@@ -26,7 +26,16 @@ class Journal:
 
     def refresh(self, catalog: Catalog) -> None:
         """Take in the events stored since the last refresh (by any process)."""
-        fresh = catalog.events(self.session_id, after_id=self.cursor)
+        self.take(catalog.events(self.session_id, after_id=self.cursor))
+
+    def refresh_with_mail(self, catalog: Catalog, inbox_kinds: list[str], claim: str) -> bool:
+        """Refresh, and say in the same round trip whether messages wait in the inbox."""
+        fresh, mail = catalog.news(self.session_id, self.cursor, inbox_kinds, claim)
+        self.take(fresh)
+        return mail
+
+    def take(self, fresh: list[EventRecord]) -> None:
+        """Add events read from the catalog, in order."""
         for event in fresh:
             self.by_key[event.key] = event
             message = to_message(event)

@@ -51,6 +51,7 @@ class SessionLoop:
         self.rollover: int = info["rollover_iterations"]
         self.turn: int = info["turns_done"]
         self.resume_resting: bool = info["resting"]
+        self.has_parent: bool = info.get("parent_id") is not None
         self.max_turns = int(self.options.get("max_turns", DEFAULT_MAX_TURNS))
         self.one_shot = bool(self.options.get("one_shot", True))
         self.cron: dict[str, Any] | None = self.options.get("cron")
@@ -199,6 +200,7 @@ class SessionLoop:
             "end",
             steps.end_session,
             self.sid,
+            self.has_parent,
             status,
             self.last_text,
             error,

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from swarmdeck.catalog.catalog import WriteWouldWait
 from swarmdeck.catalog.records import EventRecord, SessionRecord
 from swarmdeck.errors import ProviderError, SwarmdeckError
 from swarmdeck.models.types import Message
@@ -66,6 +68,7 @@ def load_session(session_id: str) -> dict[str, Any]:
     return {
         # The model ended its last turn and nothing came after it (a rolled-over generation).
         "resting": not taken and model_resting(session_id),
+        "parent_id": record.parent_id,
         "mode": record.mode,
         "options": record.options,
         "terminal": record.terminal,
@@ -131,31 +134,63 @@ def append_event(session_id: str, key: str, kind: str, payload: dict[str, Any]) 
     services().catalog.append_event(session_id, key, kind, payload)
 
 
-def _prepare_turn(session_id: str, turn: int, generation: int, inbox: list[str]) -> dict[str, Any]:
-    """The stored turn if there is one, else what the model call needs (database work).
-
-    Messages that arrived since the last turn join the conversation first. A session ended
-    from outside (cancelled) is reported, so the loop stops without a further model call.
-    """
+def _look_up_turn(session_id: str, turn: int, generation: int, inbox: list[str]) -> dict[str, Any]:
+    """The stored turn if there is one; whether the session was ended from outside
+    (cancelled); whether messages wait to join the conversation (reads only)."""
     svc = services()
-    journal = svc.journal(session_id)
+    journal = svc.journal_cached(session_id)
+    mail = journal.refresh_with_mail(svc.catalog, inbox, f"turn:{turn}")
     stored = journal.get(f"turn:{turn}") or journal.get(f"turn:{turn}:error")
     if stored is not None:
         return {"stored": _turn_reply(stored)}
     ended = journal.get(f"end:g{generation}")
     if ended is not None:
         return {"ended": ended.payload}
+    return {"mail": mail}
+
+
+def _take_mail(session_id: str, turn: int, inbox: list[str]) -> None:
+    """Messages that arrived since the last turn join the conversation (a write)."""
     if drain_inbox(session_id, f"turn:{turn}", inbox, record=True):
-        journal = svc.journal(session_id)
+        services().journal_cached(session_id).refresh(services().catalog)
+
+
+def _prompt(session_id: str) -> dict[str, Any]:
+    """What the model call needs: the session's prompt, conversation and tools."""
+    svc = services()
     record = svc.session_identity(session_id)
     return {
         "record": record,
         "messages": [
             Message("system", system_prompt(record.workdir, record.system_message)),
-            *journal.messages,
+            *svc.journal_cached(session_id).messages,
         ],
         "specs": [t.spec() for t in offered_tools(record)],
     }
+
+
+async def _write(fn: Callable[..., Any], *args: Any) -> Any:
+    """A one-transaction catalog write: on SQLite, on the loop when the write lock is free
+    at once (the common case, and a thread hand-off cost more than the write); in a
+    thread, where waiting for the lock harms no other session, when it is not."""
+    if services().catalog.reads_never_wait:
+        try:
+            return fn(*args, wait=False)
+        except WriteWouldWait:
+            pass
+    return await asyncio.to_thread(fn, *args)
+
+
+async def _read(fn: Callable[..., Any], *args: Any) -> Any:
+    """Catalog reads: inline on SQLite, in a thread elsewhere.
+
+    A WAL reader never waits for a lock, and a thread hand-off cost more than the read
+    itself (measured: 0.6 ms a turn). On PostgreSQL a read is a network round trip, which
+    must not hold up the loop every other session of this process shares.
+    """
+    if services().catalog.reads_never_wait:
+        return fn(*args)
+    return await asyncio.to_thread(fn, *args)
 
 
 def _turn_reply(event: EventRecord) -> dict[str, Any]:
@@ -166,7 +201,7 @@ def _turn_reply(event: EventRecord) -> dict[str, Any]:
 
 
 def _store_turn(
-    session_id: str, turn: int, record: SessionRecord, completion: Any
+    session_id: str, turn: int, record: SessionRecord, completion: Any, wait: bool = True
 ) -> dict[str, Any]:
     """Store the model's message and usage in one transaction; returns what the loop needs.
 
@@ -190,7 +225,7 @@ def _store_turn(
         "reasoning": completion.reasoning,
         "usage": completion.usage.as_dict(),
     }
-    if not svc.catalog.append_event(session_id, key, "assistant", payload, usage_row):
+    if not svc.catalog.append_event(session_id, key, "assistant", payload, usage_row, wait=wait):
         return _turn_reply(_stored(session_id, key))
     return svc.redactor.redact_obj({"text": completion.text, "tool_calls": calls})
 
@@ -210,11 +245,14 @@ async def llm_turn(session_id: str, turn: int, generation: int, inbox: list[str]
     an engine step as well would write every turn twice.)
     """
     svc = services()
-    # Database work runs in a thread: a wait for SQLite's write lock must not stall the
-    # event loop that every other session of this process shares.
-    prep = await asyncio.to_thread(_prepare_turn, session_id, turn, generation, inbox)
-    if "stored" in prep or "ended" in prep:
-        return prep.get("stored") or {"ended": prep["ended"]}
+    found = await _read(_look_up_turn, session_id, turn, generation, inbox)
+    if "stored" in found or "ended" in found:
+        return found.get("stored") or {"ended": found["ended"]}
+    if found["mail"]:
+        # Writes run in a thread: a wait for SQLite's write lock must not stall the event
+        # loop that every other session of this process shares.
+        await asyncio.to_thread(_take_mail, session_id, turn, inbox)
+    prep = await _read(_prompt, session_id)
     record = prep["record"]
     crash_point("llm.before")
     try:
@@ -230,7 +268,7 @@ async def llm_turn(session_id: str, turn: int, generation: int, inbox: list[str]
         )
         return {"error": message, "retryable": exc.retryable}
     crash_point("llm.after")
-    return await asyncio.to_thread(_store_turn, session_id, turn, record, completion)
+    return await _write(_store_turn, session_id, turn, record, completion)
 
 
 def _outcome_dict(outcome: ToolOutcome) -> dict[str, Any]:
@@ -273,12 +311,12 @@ async def _prepare_call(session_id: str, turn: int, call: dict[str, Any]) -> dic
 
 
 def _store_call(
-    session_id: str, turn: int, call: dict[str, Any], outcome: ToolOutcome
+    session_id: str, turn: int, call: dict[str, Any], outcome: ToolOutcome, wait: bool = True
 ) -> dict[str, Any]:
     svc = services()
     key = f"tool:{turn}:{call['id']}"
     payload = {"call_id": call["id"], "name": call["name"], **_outcome_dict(outcome)}
-    if not svc.catalog.append_event(session_id, key, "tool_result", payload):
+    if not svc.catalog.append_event(session_id, key, "tool_result", payload, wait=wait):
         return _stored(session_id, key).payload
     return svc.redactor.redact_obj(payload)
 
@@ -301,7 +339,7 @@ async def tool_call(session_id: str, turn: int, call: dict[str, Any]) -> dict[st
             # model sees and can act on; it must not take the whole session down.
             outcome = ToolOutcome(f"error: {describe_error(exc)}", is_error=True)
         crash_point("tool.after")
-    return await asyncio.to_thread(_store_call, session_id, turn, call, outcome)
+    return await _write(_store_call, session_id, turn, call, outcome)
 
 
 def submit_result(session_id: str, turn: int, call: dict[str, Any]) -> dict[str, Any]:
@@ -347,7 +385,13 @@ def _validate_submission(record: SessionRecord, raw: str) -> tuple[str | None, A
 
 
 async def end_session(
-    session_id: str, status: str, final_text: str, error: str | None, reason: str, key: str
+    session_id: str,
+    has_parent: bool,
+    status: str,
+    final_text: str,
+    error: str | None,
+    reason: str,
+    key: str,
 ) -> None:
     """Record how the session ended, and tell its parent.
 
@@ -356,9 +400,11 @@ async def end_session(
     last, so a parent it wakes finds the session ended. Each part is idempotent, so a
     rerun after a crash in between repeats nothing.
     """
-    await notify_parent(session_id, status, final_text, ring=False)
+    if has_parent:
+        await notify_parent(session_id, status, final_text, ring=False)
     await asyncio.to_thread(finish, session_id, status, final_text, error, reason, key)
-    await notify_parent(session_id)
+    if has_parent:
+        await notify_parent(session_id)
 
 
 def finish(
