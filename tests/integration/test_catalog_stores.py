@@ -24,7 +24,8 @@ import pytest
 import sqlalchemy as sa
 
 from swarmdeck.catalog import schema
-from swarmdeck.catalog.catalog import Catalog
+from swarmdeck.catalog.catalog import Catalog, WriteWouldWait
+from swarmdeck.catalog.db import create_db_engine
 from swarmdeck.catalog.workers import WorkerRegistry
 from swarmdeck.errors import NotFoundError
 from swarmdeck.models.types import Usage
@@ -267,6 +268,51 @@ def test_append_event_is_idempotent_by_key(catalog: Catalog) -> None:
     assert [e.key for e in catalog.events("s", kinds=["assistant"])] == ["turn:0"]
     assert [e.key for e in catalog.events("s", after_id=events[0].id)] == ["turn:0"]
     assert [e.key for e in catalog.events("s", limit=1)] == ["task"]
+
+
+def test_news_reads_new_events_and_waiting_mail_at_once(catalog: Catalog) -> None:
+    new_session(catalog, "s")
+    catalog.append_event("s", "task", "task", {"text": "go"})
+    events, mail = catalog.news("s", 0, ["user"], "turn:0")
+    assert [e.key for e in events] == ["task"] and not mail
+    catalog.post("s", "m1", "child_update", {"text": "not asked for"})
+    assert not catalog.news("s", events[-1].id, ["user"], "turn:0")[1]
+    catalog.post("s", "m2", "user", {"text": "hello"})
+    fresh, mail = catalog.news("s", events[-1].id, ["user"], "turn:0")
+    assert fresh == [] and mail
+    # Taken under this claim but not yet recorded (a crash in between): still mail for it.
+    catalog.drain("s", "turn:0", ["user"])
+    assert catalog.news("s", 0, ["user"], "turn:0")[1]
+    assert not catalog.news("s", 0, ["user"], "turn:1")[1]
+
+
+def test_generation_advances_once_however_often_asked(catalog: Catalog) -> None:
+    new_session(catalog, "s")
+    assert catalog.advance_generation("s", 0) == 1
+    assert catalog.advance_generation("s", 0) == 1  # a rerun after a crash: no second bump
+    assert catalog.get_session("s").generation == 1
+    assert catalog.advance_generation("s", 1) == 2
+    assert catalog.get_session("s").generation == 2
+
+
+def test_a_no_wait_append_gives_way_to_a_writer_and_writes_nothing(tmp_path: Path) -> None:
+    # Writes made on the event loop are a SQLite matter; PostgreSQL writes wait in threads.
+    url = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    catalog = Catalog.open(url)
+    new_session(catalog, "s")
+    blocker = create_db_engine(url)
+    with blocker.begin() as conn:
+        # Another writer holds SQLite's write lock (a worker in another process, say).
+        conn.execute(sa.text("UPDATE sd_sessions SET title = 'busy' WHERE id = 's'"))
+        started = time.monotonic()
+        with pytest.raises(WriteWouldWait):
+            catalog.append_event("s", "turn:0", "assistant", {"text": "x"}, wait=False)
+        assert time.monotonic() - started < 0.5  # at once, not after the busy timeout
+    blocker.dispose()
+    assert not catalog.has_event("s", "turn:0")
+    assert catalog.append_event("s", "turn:0", "assistant", {"text": "x"}, wait=False)
+    assert [e.key for e in catalog.events("s")] == ["turn:0"]
+    catalog.engine.dispose()
 
 
 def check_transcript(cat: Catalog, expected_keys: set[str]) -> None:
