@@ -480,20 +480,23 @@ class _SqlBackend:
             values["b_now"] = time.time()
         return values
 
+    def _take_token(self, conn: Connection, config: ProviderConfig, pace: _Pace) -> bool:
+        """Take an rpm token in the caller's transaction; False when none is due yet."""
+        token = conn.execute(
+            self._statements.take_token,
+            self._params(
+                b_provider=config.key, b_tolerance=pace.tolerance, b_interval=pace.interval
+            ),
+        )
+        return token.rowcount != 0
+
     def _may_reuse(self, config: ProviderConfig, pace: _Pace) -> bool:
         """One transaction: True when the provider is not cooling down, nobody waited for a
         slot lately, and (with an rpm) a token was taken."""
         sql = self._statements
         with self._engine.connect() as conn:
-            if pace.interval:
-                token = conn.execute(
-                    sql.take_token,
-                    self._params(
-                        b_provider=config.key, b_tolerance=pace.tolerance, b_interval=pace.interval
-                    ),
-                )
-                if token.rowcount == 0:
-                    return False
+            if pace.interval and not self._take_token(conn, config, pace):
+                return False
             busy = conn.execute(
                 sql.held_back, self._params(b_provider=config.key, b_fair_window=FAIR_WINDOW_S)
             ).first()
@@ -513,15 +516,8 @@ class _SqlBackend:
         with self._engine.connect() as conn:
             # Each first statement writes, so SQLite takes its write lock there (waiting under
             # busy_timeout) instead of failing on a later read-to-write upgrade.
-            if pace.interval:
-                token = conn.execute(
-                    sql.take_token,
-                    self._params(
-                        b_provider=config.key, b_tolerance=pace.tolerance, b_interval=pace.interval
-                    ),
-                )
-                if token.rowcount == 0:
-                    return self._wait_for(conn, config, pace, slot_taken=False)
+            if pace.interval and not self._take_token(conn, config, pace):
+                return self._wait_for(conn, config, pace, slot_taken=False)
             taken = conn.execute(
                 sql.take_slot,
                 self._params(
