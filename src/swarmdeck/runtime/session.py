@@ -195,10 +195,12 @@ class SessionLoop:
         return {"status": "rolled_over", "reason": "rollover"}
 
     async def end(self, status: str, error: str | None, reason: str) -> dict[str, Any]:
-        """Record how the session ended and tell its parent (one step)."""
-        await self.d.step(
-            "end",
-            steps.end_session,
+        """Record how the session ended and tell its parent.
+
+        Not an engine step: every part of it is idempotent, and nothing follows it but the
+        workflow's return, so a rerun after a crash repeats nothing and decides nothing.
+        """
+        await steps.end_session(
             self.sid,
             self.has_parent,
             status,
