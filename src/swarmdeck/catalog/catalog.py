@@ -52,8 +52,9 @@ class Catalog:
     def __init__(self, engine: sa.Engine, redact: Redact = _identity) -> None:
         self.engine = engine
         self.redact = redact
-        # SQLite in WAL mode: a reader never waits for a writer's lock.
-        self.reads_never_wait = engine.dialect.name == "sqlite"
+        # SQLite in WAL mode: a reader never waits for a writer's lock, and a write can be
+        # tried without waiting (see append_event's `wait`).
+        self.is_sqlite = engine.dialect.name == "sqlite"
         self._no_wait_engine: sa.Engine | None = None
 
     @classmethod
@@ -368,7 +369,7 @@ class Catalog:
     def _writer(self, wait: bool) -> sa.Engine:
         """The engine for a write: the usual one, or (SQLite, `wait` False) one whose
         writes fail at once with WriteWouldWait when another writer holds the lock."""
-        if wait or not self.reads_never_wait:
+        if wait or not self.is_sqlite:
             return self.engine
         if self._no_wait_engine is None:
             self._no_wait_engine = create_db_engine(

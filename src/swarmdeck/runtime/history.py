@@ -9,13 +9,6 @@ from swarmdeck.models.types import Message, ToolCall
 CONVERSATION_KINDS = ("task", "user", "assistant", "tool_result", "child_update", "timer")
 
 
-def build_messages(system_prompt: str, events: list[EventRecord]) -> list[Message]:
-    """System prompt, then every conversational event in order."""
-    messages = [Message("system", system_prompt)]
-    messages.extend(m for m in map(to_message, events) if m is not None)
-    return messages
-
-
 def to_message(ev: EventRecord) -> Message | None:
     """The conversation message a transcript entry makes; None for status, notes, errors."""
     p = ev.payload

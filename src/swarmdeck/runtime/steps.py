@@ -173,7 +173,7 @@ async def _write(fn: Callable[..., Any], *args: Any) -> Any:
     """A one-transaction catalog write: on SQLite, on the loop when the write lock is free
     at once (the common case, and a thread hand-off cost more than the write); in a
     thread, where waiting for the lock harms no other session, when it is not."""
-    if services().catalog.reads_never_wait:
+    if services().catalog.is_sqlite:
         try:
             return fn(*args, wait=False)
         except WriteWouldWait:
@@ -188,7 +188,7 @@ async def _read(fn: Callable[..., Any], *args: Any) -> Any:
     itself (measured: 0.6 ms a turn). On PostgreSQL a read is a network round trip, which
     must not hold up the loop every other session of this process shares.
     """
-    if services().catalog.reads_never_wait:
+    if services().catalog.is_sqlite:
         return fn(*args)
     return await asyncio.to_thread(fn, *args)
 
