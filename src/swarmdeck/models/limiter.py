@@ -125,6 +125,11 @@ class _Attempt:
     contended: bool = False
 
 
+def _outlives_a_call(lease: _Lease, config: ProviderConfig) -> bool:
+    """True while the lease would outlast one more call, with room to spare."""
+    return lease.expires - time.monotonic() >= config.timeout_s + REUSE_MARGIN_S
+
+
 @dataclass(eq=False)
 class _Kept:
     """A slot this process holds in the store but is not using, and when it goes back."""
@@ -275,15 +280,12 @@ class _Statements:
             .with_for_update(skip_locked=True)
             .scalar_subquery()
         )
-        # A newcomer (b_fair_window > 0) also waits while others recently found no slot.
-        held_back = (
-            select(state.provider)
-            .where(
-                state.provider == provider,
-                (state.cooldown_until > now)
-                | (state.contended_at > now - bindparam("b_fair_window", type_=Double)),
-            )
-            .exists()
+        # The provider cools down, or someone found no slot within the fair window: a
+        # newcomer (b_fair_window > 0) waits, and a kept slot goes back.
+        held_back = select(state.provider).where(
+            state.provider == provider,
+            (state.cooldown_until > now)
+            | (state.contended_at > now - bindparam("b_fair_window", type_=Double)),
         )
         until = now + bindparam("b_seconds", type_=Double)
         return cls(
@@ -301,7 +303,7 @@ class _Statements:
                 state.provider == provider
             ),
             take_slot=update(limiter_slots)
-            .where(slots.provider == provider, slots.idx == candidate, free, ~held_back)
+            .where(slots.provider == provider, slots.idx == candidate, free, ~held_back.exists())
             .values(
                 holder=bindparam("b_holder", type_=String),
                 expires_at=now + bindparam("b_lease", type_=Double),
@@ -325,11 +327,7 @@ class _Statements:
                 )
             ),
             remaining=select(state.cooldown_until - now).where(state.provider == provider),
-            held_back=select(state.provider).where(
-                state.provider == provider,
-                (state.cooldown_until > now)
-                | (state.contended_at > now - bindparam("b_fair_window", type_=Double)),
-            ),
+            held_back=held_back,
             client_clock=dialect not in ("sqlite", "postgresql"),
         )
 
@@ -363,10 +361,7 @@ class _SqlBackend:
         for k in kept:
             if k.timer is not None:
                 k.timer.cancel()
-            try:
-                self._release(k.lease)
-            except (OperationalError, DBAPIError):
-                continue  # the lease expires on its own
+            self._release_quietly(k.lease)
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a blocking DB function off the event loop."""
@@ -400,7 +395,7 @@ class _SqlBackend:
 
     async def release(self, lease: _Lease, config: ProviderConfig) -> None:
         """Keep the slot for this process's next call for a moment (see PARK_S)."""
-        if lease.expires - time.monotonic() < config.timeout_s + REUSE_MARGIN_S:
+        if not _outlives_a_call(lease, config):
             await self._give_back(lease)
             return
         kept = _Kept(lease)
@@ -416,7 +411,7 @@ class _SqlBackend:
         if kept.timer is not None:
             kept.timer.cancel()
         lease = kept.lease
-        if lease.expires - time.monotonic() < config.timeout_s + REUSE_MARGIN_S:
+        if not _outlives_a_call(lease, config):
             await self._give_back(lease)
             return None
         pace = _Pace.of(config)

@@ -63,17 +63,13 @@ class Services:
         return record
 
     def journal(self, session_id: str) -> Journal:
-        """The session's transcript, brought up to date (reads only what is new)."""
+        """The session's transcript as this process last read it (read now if never);
+        callers refresh it where they need what is new."""
         journal = self._journals.get(session_id)
         if journal is None:
             journal = self._journals[session_id] = Journal(session_id)
-        journal.refresh(self.catalog)
+            journal.refresh(self.catalog)
         return journal
-
-    def journal_cached(self, session_id: str) -> Journal:
-        """The session's transcript as last brought up to date (read now if never)."""
-        journal = self._journals.get(session_id)
-        return journal if journal is not None else self.journal(session_id)
 
     def forget(self, session_id: str) -> None:
         """Drop a finished session's caches."""

@@ -138,7 +138,7 @@ def _look_up_turn(session_id: str, turn: int, generation: int, inbox: list[str])
     """The stored turn if there is one; whether the session was ended from outside
     (cancelled); whether messages wait to join the conversation (reads only)."""
     svc = services()
-    journal = svc.journal_cached(session_id)
+    journal = svc.journal(session_id)
     mail = journal.refresh_with_mail(svc.catalog, inbox, f"turn:{turn}")
     stored = journal.get(f"turn:{turn}") or journal.get(f"turn:{turn}:error")
     if stored is not None:
@@ -152,7 +152,8 @@ def _look_up_turn(session_id: str, turn: int, generation: int, inbox: list[str])
 def _take_mail(session_id: str, turn: int, inbox: list[str]) -> None:
     """Messages that arrived since the last turn join the conversation (a write)."""
     if drain_inbox(session_id, f"turn:{turn}", inbox, record=True):
-        services().journal_cached(session_id).refresh(services().catalog)
+        svc = services()
+        svc.journal(session_id).refresh(svc.catalog)
 
 
 def _prompt(session_id: str) -> dict[str, Any]:
@@ -163,7 +164,7 @@ def _prompt(session_id: str) -> dict[str, Any]:
         "record": record,
         "messages": [
             Message("system", system_prompt(record.workdir, record.system_message)),
-            *svc.journal_cached(session_id).messages,
+            *svc.journal(session_id).messages,
         ],
         "specs": [t.spec() for t in offered_tools(record)],
     }
@@ -294,7 +295,7 @@ async def _prepare_call(session_id: str, turn: int, call: dict[str, Any]) -> dic
     """
     svc = services()
     call_key = f"{turn}:{call['id']}"
-    stored = svc.journal_cached(session_id).get(f"tool:{call_key}")
+    stored = svc.journal(session_id).get(f"tool:{call_key}")
     if stored is not None:
         return {"stored": stored.payload}
     record = svc.session_identity(session_id)

@@ -194,18 +194,17 @@ async def cancel_tree(session_id: str, reason: str, tell_parent: bool = True) ->
 def _mark_cancelled(session_id: str, reason: str) -> list[str]:
     """Record the cancel of a session and its live descendants; returns their ids."""
     catalog = services().catalog
-    ids = [session_id, *catalog.descendant_ids(session_id)]
-    live = [i for i in ids if not catalog.get_session(i).terminal]
-    for sid in live:
-        record = catalog.get_session(sid)
-        catalog.update_session(sid, status="cancelled", error=reason)
+    records = [catalog.get_session(i) for i in [session_id, *catalog.descendant_ids(session_id)]]
+    live = [r for r in records if not r.terminal]
+    for record in live:
+        catalog.update_session(record.id, status="cancelled", error=reason)
         catalog.append_event(
-            sid,
+            record.id,
             f"end:g{record.generation}",
             "status",
             {"status": "cancelled", "error": reason, "reason": "cancelled"},
         )
-    return live
+    return [r.id for r in live]
 
 
 def set_cron(session_id: str, cron: dict[str, Any] | None) -> None:
