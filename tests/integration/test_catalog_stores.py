@@ -223,7 +223,6 @@ def test_descendants_and_delete_tree(catalog: Catalog) -> None:
         new_session(catalog, sid, parent=parent)
     new_session(catalog, "other")
     for sid in ["root", "a", "a1", "a1x", "b", "other"]:
-        catalog.append_event(sid, "task", "task", {"text": sid})
         catalog.record_usage(sid, 0, "fake", "m", Usage(input=1, output=1), None)
         catalog.mark_tool_started(sid, "0:call")
 
@@ -252,18 +251,18 @@ def test_descendants_and_delete_tree(catalog: Catalog) -> None:
 
 
 def test_append_event_is_idempotent_by_key(catalog: Catalog) -> None:
-    new_session(catalog, "s")
+    # A session is created with its task as the first entry, in the same transaction.
+    new_session(catalog, "s", task="first")
     new_session(catalog, "t")
-    assert catalog.append_event("s", "task", "task", {"text": "first"})
     assert not catalog.append_event("s", "task", "task", {"text": "second"})
     assert catalog.append_event("s", "turn:0", "assistant", {"text": "hi", "tool_calls": []})
-    assert catalog.append_event("t", "task", "task", {"text": "other session"})
+    assert catalog.append_event("t", "note", "user", {"text": "other session"})
     events = catalog.events("s")
     assert [(e.seq, e.key, e.payload) for e in events] == [
         (1, "task", {"text": "first"}),
         (2, "turn:0", {"text": "hi", "tool_calls": []}),
     ]
-    assert [e.seq for e in catalog.events("t")] == [1]
+    assert [e.seq for e in catalog.events("t")] == [1, 2]
     assert catalog.has_event("s", "turn:0") and not catalog.has_event("t", "turn:0")
     assert [e.key for e in catalog.events("s", kinds=["assistant"])] == ["turn:0"]
     assert [e.key for e in catalog.events("s", after_id=events[0].id)] == ["turn:0"]
@@ -272,7 +271,6 @@ def test_append_event_is_idempotent_by_key(catalog: Catalog) -> None:
 
 def test_news_reads_new_events_and_waiting_mail_at_once(catalog: Catalog) -> None:
     new_session(catalog, "s")
-    catalog.append_event("s", "task", "task", {"text": "go"})
     events, mail = catalog.news("s", 0, ["user"], "turn:0")
     assert [e.key for e in events] == ["task"] and not mail
     catalog.post("s", "m1", "child_update", {"text": "not asked for"})
@@ -295,6 +293,45 @@ def test_generation_advances_once_however_often_asked(catalog: Catalog) -> None:
     assert catalog.get_session("s").generation == 2
 
 
+def test_first_end_of_a_generation_wins_with_its_row(catalog: Catalog) -> None:
+    new_session(catalog, "s")
+    cancelled = {"status": "cancelled", "error": "stop", "reason": "cancelled"}
+    assert catalog.end_session("s", "end:g0", cancelled, status="cancelled", error="stop")
+    # A finish that raced the cancel writes neither its entry nor its row.
+    done = {"status": "completed", "error": None, "reason": "model_done"}
+    assert not catalog.end_session("s", "end:g0", done, status="completed", final_text="hi")
+    record = catalog.get_session("s")
+    assert (record.status, record.error, record.final_text) == ("cancelled", "stop", None)
+    ends = [e.payload for e in catalog.events("s", kinds=["status"])]
+    assert ends == [cancelled]
+
+
+def test_open_run_marks_a_live_session_running_and_counts_its_turns(catalog: Catalog) -> None:
+    new_session(catalog, "s")
+    for turn in range(3):
+        catalog.append_event("s", f"turn:{turn}", "assistant", {"text": "", "tool_calls": []})
+    record, turns = catalog.open_run("s")
+    assert (record.status, turns) == ("running", 3)
+    assert catalog.get_session("s") == record
+    catalog.set_status("s", "failed", error="boom")
+    record, _ = catalog.open_run("s")
+    assert (record.status, record.error) == ("failed", "boom")  # an ended session stays ended
+    with pytest.raises(NotFoundError):
+        catalog.open_run("nope")
+
+
+def test_a_generation_start_is_kept_once_and_removed_with_its_session(catalog: Catalog) -> None:
+    new_session(catalog, "s")
+    assert catalog.generation_start("s", 0) is None
+    assert catalog.keep_generation_start("s", 0, {"turns_done": 0}) == {"turns_done": 0}
+    # A second worker that ran the same generation at once gets the first one's start.
+    assert catalog.keep_generation_start("s", 0, {"turns_done": 5}) == {"turns_done": 0}
+    assert catalog.keep_generation_start("s", 1, {"turns_done": 5}) == {"turns_done": 5}
+    assert catalog.generation_start("s", 0) == {"turns_done": 0}
+    catalog.delete_session_tree("s")
+    assert catalog.generation_start("s", 0) is None
+
+
 def test_a_no_wait_append_gives_way_to_a_writer_and_writes_nothing(tmp_path: Path) -> None:
     # Writes made on the event loop are a SQLite matter; PostgreSQL writes wait in threads.
     url = f"sqlite:///{tmp_path / 'store.sqlite'}"
@@ -311,7 +348,7 @@ def test_a_no_wait_append_gives_way_to_a_writer_and_writes_nothing(tmp_path: Pat
     blocker.dispose()
     assert not catalog.has_event("s", "turn:0")
     assert catalog.append_event("s", "turn:0", "assistant", {"text": "x"}, wait=False)
-    assert [e.key for e in catalog.events("s")] == ["turn:0"]
+    assert [e.key for e in catalog.events("s")] == ["task", "turn:0"]
     catalog.engine.dispose()
 
 
@@ -339,7 +376,7 @@ def test_seq_is_gapless_under_concurrent_threads(catalog: Catalog) -> None:
     assert all(all(r[:each]) for r in results)
     assert [sum(r[each + i] for r in results) for i in range(5)] == [1] * 5
     keys = {f"t{t}-{i}" for t in range(threads) for i in range(each)}
-    check_transcript(catalog, keys | {f"shared-{i}" for i in range(5)})
+    check_transcript(catalog, keys | {"task"} | {f"shared-{i}" for i in range(5)})
     # Each writer's own entries keep the order it wrote them in.
     for t in range(threads):
         mine = [e.payload["i"] for e in catalog.events("s") if e.key.startswith(f"t{t}-")]
@@ -353,7 +390,7 @@ def test_seq_is_gapless_under_concurrent_processes(catalog: Catalog, store: Stor
     assert all(all(out[:count]) for out in outputs)
     assert [sum(out[count + i] for out in outputs) for i in range(count)] == [1] * count
     keys = {f"{n}-{i}" for n in names for i in range(count)}
-    check_transcript(catalog, keys | {f"shared-{i}" for i in range(count)})
+    check_transcript(catalog, keys | {"task"} | {f"shared-{i}" for i in range(count)})
 
 
 # -- usage and once-effect marks ----------------------------------------------------------
@@ -393,7 +430,7 @@ def test_turn_usage_is_written_with_its_event(catalog: Catalog) -> None:
     assert sorted(won) == [False, False, False, True]
     totals = catalog.usage_totals(["s"])
     assert totals.turns == 2 and 10 <= totals.input <= 13
-    assert [e.key for e in catalog.events("s")] == ["turn:0", "turn:1"]
+    assert [e.key for e in catalog.events("s")] == ["task", "turn:0", "turn:1"]
 
 
 def test_tool_mark_is_won_once(catalog: Catalog) -> None:

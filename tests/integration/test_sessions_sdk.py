@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 from pathlib import Path
 
 import pytest
 
 from swarmdeck import AgentSpec, Swarm, tool
+from swarmdeck.testing.script import FakeRequest, Reply
 from tests.conftest import write_provider
+from tests.integration.test_sessions_support import Agent, Scripted, text, user_texts
 
 
 def _call(tool_name: str, **arguments: object) -> dict:
@@ -208,3 +212,57 @@ async def test_persistent_result_waits_for_the_reply(swarm: Swarm, fake_llm, wor
     assert (await session.result(timeout=20)).text == "noted (turn 1)"
     await session.send("buy eggs", msg_id="n2")
     assert (await session.result(timeout=20)).text == "noted again (turn 2)"
+
+
+async def test_starting_a_session_again_never_runs_it_twice(
+    swarm: Swarm, fake_llm, workdir: Path
+) -> None:
+    # Starting a running or finished session again (a second `resume`, a retried start)
+    # returns; only the start that created the workflow runs it.
+    fake_llm.set_script(
+        {
+            "scenarios": [
+                {
+                    "turns": [
+                        {"tool_calls": [_call("list_dir", path=".")], "delay": 0.3},
+                        {"text": "done"},
+                    ]
+                }
+            ]
+        }
+    )
+    session = await swarm.start("look around", "fake", workdir=workdir)
+    await swarm.host.start(session.id)  # while its first turn is on its way
+    assert (await session.result(timeout=20)).status == "completed"
+    await swarm.host.start(session.id)  # once it has finished
+    assert (await swarm.host.wait(session.id))["status"] == "completed"
+    assert len(fake_llm.requests) == 2
+    kinds = [e.kind for e in session.transcript()]
+    assert kinds.count("assistant") == 2 and kinds.count("tool_result") == 1
+
+
+async def test_a_message_sent_during_the_last_turn_is_answered(
+    swarm: Swarm, fake_llm, workdir: Path
+) -> None:
+    # A one-shot session whose model ends its turn while a message waits takes one more
+    # turn for it instead of ending with the message unread.
+    asked = threading.Event()
+    may_answer = threading.Event()
+
+    def first_turn(_req: FakeRequest) -> Reply:
+        asked.set()
+        may_answer.wait(30)
+        return text("done, I think")
+
+    def second_turn(req: FakeRequest) -> Reply:
+        return text("also: " + user_texts(req)[-1])
+
+    script = Scripted({"short job": Agent([first_turn, second_turn])})
+    fake_llm.set_script(script)
+    session = await swarm.start("short job", "fake", workdir=workdir)
+    await asyncio.to_thread(asked.wait, 30)
+    await session.send("one more thing", msg_id="late")
+    may_answer.set()
+    outcome = await session.result(timeout=30)
+    assert (outcome.status, outcome.text) == ("completed", "also: one more thing")
+    assert script.asked["short job"] == 2

@@ -13,7 +13,13 @@ from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from swarmdeck.catalog import schema, statements
 from swarmdeck.catalog.db import create_db_engine
-from swarmdeck.catalog.records import EventRecord, InboxItem, SessionRecord, UsageTotals
+from swarmdeck.catalog.records import (
+    TERMINAL_STATUSES,
+    EventRecord,
+    InboxItem,
+    SessionRecord,
+    UsageTotals,
+)
 from swarmdeck.errors import NotFoundError
 from swarmdeck.models.types import Usage
 
@@ -29,6 +35,10 @@ def _lock_session(conn: sa.Connection, session_id: str) -> None:
 
 def _identity(text: str) -> str:
     return text
+
+
+def _no_session(session_id: str) -> NotFoundError:
+    return NotFoundError(f"no session {session_id}", "list sessions with `swarmdeck sessions ls`")
 
 
 class WriteWouldWait(Exception):
@@ -95,7 +105,8 @@ class Catalog:
         tool_names: list[str] | None = None,
         options: dict[str, Any] | None = None,
     ) -> SessionRecord:
-        """Insert a pending session; inserting the same id again returns the stored one."""
+        """Insert a pending session with its task as the transcript's first entry, in one
+        transaction; inserting the same id again returns the stored one."""
         now = time.time()
         row = {
             "id": session_id,
@@ -116,29 +127,83 @@ class Catalog:
             "created_at": now,
             "updated_at": now,
         }
+        task_event = {
+            "b_session": session_id,
+            "b_key": "task",
+            "b_kind": "task",
+            "b_payload": self._json({"text": task}),
+            "b_ts": now,
+        }
         try:
             with self.engine.begin() as conn:
                 conn.execute(schema.sessions.insert().values(**row))
+                conn.execute(statements.INSERT_EVENT, task_event)
         except IntegrityError:
-            pass
-        return self.get_session(session_id)
+            return self.get_session(session_id)
+        # What a read back would return, without the read.
+        return SessionRecord(
+            **{**row, "tool_names": tool_names, "options": json.loads(row["options"])},
+            result=None,
+            final_text=None,
+            error=None,
+            generation=0,
+        )
+
+    def generation_start(self, session_id: str, generation: int) -> dict[str, Any] | None:
+        """What this generation's workflow stored when it started, or None."""
+        with self.engine.connect() as conn:
+            text = conn.execute(
+                statements.GENERATION_START, {"b_session": session_id, "b_generation": generation}
+            ).scalar()
+        return json.loads(text) if text is not None else None
+
+    def keep_generation_start(
+        self, session_id: str, generation: int, start: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Store what the generation found at its start, once; returns the stored one (when
+        another process stored it first, its is the one that counts)."""
+        row = {
+            "session_id": session_id,
+            "generation": generation,
+            "start": self._json(start),
+            "started_at": time.time(),
+        }
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(schema.generations.insert().values(**row))
+        except IntegrityError:
+            stored = self.generation_start(session_id, generation)
+            assert stored is not None, f"generation {generation} of {session_id} not stored"
+            return stored
+        return json.loads(row["start"])
 
     def find_session(self, session_id: str) -> SessionRecord | None:
         """The session, or None."""
         with self.engine.connect() as conn:
-            row = conn.execute(
-                sa.select(schema.sessions).where(schema.sessions.c.id == session_id)
-            ).first()
+            row = conn.execute(statements.SESSION_BY_ID, {"b_session": session_id}).first()
         return SessionRecord.from_row(row) if row else None
 
     def get_session(self, session_id: str) -> SessionRecord:
         """The session, or NotFoundError with a hint."""
         record = self.find_session(session_id)
         if record is None:
-            raise NotFoundError(
-                f"no session {session_id}", "list sessions with `swarmdeck sessions ls`"
-            )
+            raise _no_session(session_id)
         return record
+
+    def open_run(self, session_id: str) -> tuple[SessionRecord, int]:
+        """The session as a worker starts to run it, marked running unless it has ended,
+        with the number of model turns in its transcript: one transaction."""
+        with self.engine.begin() as conn:
+            conn.execute(
+                statements.SET_LIVE_STATUS, self._status_params(session_id, "running", None)
+            )
+            row = conn.execute(statements.SESSION_BY_ID, {"b_session": session_id}).first()
+            if row is None:
+                raise _no_session(session_id)
+            turns = conn.execute(
+                statements.COUNT_OF_KIND, {"b_session": session_id, "b_kind": "assistant"}
+            ).scalar_one()
+        return SessionRecord.from_row(row), turns
 
     def resolve_session_id(self, prefix: str) -> str:
         """Expand a unique id prefix, as git does for commits."""
@@ -179,8 +244,6 @@ class Catalog:
 
     def live_session_ids(self) -> list[str]:
         """Ids of every session that has not ended."""
-        from swarmdeck.catalog.records import TERMINAL_STATUSES
-
         sessions = schema.sessions
         with self.engine.connect() as conn:
             rows = conn.execute(
@@ -202,6 +265,11 @@ class Catalog:
 
     def update_session(self, session_id: str, **fields: Any) -> None:
         """Set columns of a session (status, result, final_text, error...)."""
+        with self.engine.begin() as conn:
+            conn.execute(self._update(session_id, fields))
+
+    def _update(self, session_id: str, fields: dict[str, Any]) -> sa.Update:
+        fields = dict(fields)
         if "result" in fields and fields["result"] is not None:
             fields["result"] = self._json(fields["result"])
         for name in ("final_text", "error", "title"):
@@ -210,26 +278,41 @@ class Catalog:
         if "options" in fields:
             fields["options"] = json.dumps(fields["options"])
         fields["updated_at"] = time.time()
-        with self.engine.begin() as conn:
-            conn.execute(
-                schema.sessions.update().where(schema.sessions.c.id == session_id).values(**fields)
-            )
+        return schema.sessions.update().where(schema.sessions.c.id == session_id).values(**fields)
+
+    def end_session(self, session_id: str, key: str, entry: dict[str, Any], **fields: Any) -> bool:
+        """Record a session's end: its status entry under `key` and its row's new columns,
+        in one transaction. The first end stored under a key wins (a cancel and a finish
+        may race): a later one writes nothing and returns False."""
+        event = {
+            "b_session": session_id,
+            "b_key": key,
+            "b_kind": "status",
+            "b_payload": self._json(entry),
+            "b_ts": time.time(),
+        }
+        try:
+            with self.engine.begin() as conn:
+                _lock_session(conn, session_id)
+                conn.execute(statements.INSERT_EVENT, event)
+                conn.execute(self._update(session_id, fields))
+        except IntegrityError:
+            return False
+        return True
 
     def set_status(self, session_id: str, status: str, *, error: str | None = None) -> None:
         """Move a live session to a new status. An ended session keeps its end: a step of a
         cancelled workflow that was already running must not bring it back to life."""
-        from swarmdeck.catalog.records import TERMINAL_STATUSES
-
-        fields: dict[str, Any] = {"status": status, "updated_at": time.time()}
-        if error is not None:
-            fields["error"] = self.redact(error)
-        sessions = schema.sessions
         with self.engine.begin() as conn:
-            conn.execute(
-                sessions.update()
-                .where(sessions.c.id == session_id, sessions.c.status.not_in(TERMINAL_STATUSES))
-                .values(**fields)
-            )
+            conn.execute(statements.SET_LIVE_STATUS, self._status_params(session_id, status, error))
+
+    def _status_params(self, session_id: str, status: str, error: str | None) -> dict[str, Any]:
+        return {
+            "b_session": session_id,
+            "b_status": status,
+            "b_ts": time.time(),
+            "b_error": self.redact(error) if error is not None else None,
+        }
 
     def delete_session_tree(self, session_id: str) -> list[str]:
         """Remove a session, its descendants and their transcripts; returns the removed ids."""
@@ -241,6 +324,7 @@ class Catalog:
                 schema.artifacts,
                 schema.tool_marks,
                 schema.inbox,
+                schema.generations,
             ):
                 conn.execute(table.delete().where(table.c.session_id.in_(ids)))
             conn.execute(schema.sessions.delete().where(schema.sessions.c.id.in_(ids)))
@@ -259,10 +343,10 @@ class Catalog:
                 found.extend(frontier)
         return found
 
-    def ancestor_ids(self, session_id: str) -> list[str]:
-        """Parent, grandparent... up to the root."""
+    def ancestor_ids(self, session_id: str, parent_id: str | None = None) -> list[str]:
+        """Parent, grandparent... up to the root (from `parent_id` when the caller knows it)."""
         found: list[str] = []
-        current = self.get_session(session_id).parent_id
+        current = parent_id or self.get_session(session_id).parent_id
         while current:
             found.append(current)
             current = self.get_session(current).parent_id
@@ -270,8 +354,6 @@ class Catalog:
 
     def live_children(self, parent_id: str) -> int:
         """How many live children the parent has (terminal ones do not count)."""
-        from swarmdeck.catalog.records import TERMINAL_STATUSES
-
         with self.engine.connect() as conn:
             rows = conn.execute(
                 sa.select(schema.sessions.c.status).where(schema.sessions.c.parent_id == parent_id)
@@ -310,8 +392,6 @@ class Catalog:
         With `status`, a live session that took messages moves to it in the same
         transaction, so no observer sees the messages gone while the session still rests.
         """
-        from swarmdeck.catalog.records import TERMINAL_STATUSES
-
         inbox = schema.inbox
         pending = sa.and_(inbox.c.session_id == session_id, inbox.c.consumed_by.is_(None))
         if kinds is not None:
@@ -331,14 +411,8 @@ class Catalog:
                 .order_by(inbox.c.id)
             ).all()
             if rows and status is not None:
-                sessions = schema.sessions
                 conn.execute(
-                    sessions.update()
-                    .where(
-                        sessions.c.id == session_id,
-                        sessions.c.status.not_in(TERMINAL_STATUSES),
-                    )
-                    .values(status=status, updated_at=time.time())
+                    statements.SET_LIVE_STATUS, self._status_params(session_id, status, None)
                 )
         return [InboxItem(r.id, r.msg_id, r.kind, json.loads(r.payload)) for r in rows]
 

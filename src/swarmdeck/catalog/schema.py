@@ -118,6 +118,19 @@ tool_marks = sa.Table(
 )
 
 
+# What each generation's workflow found when it started (options, turns done, whether the
+# model rests), stored once: a rerun after a crash takes the path the first run took, even
+# though the session has moved on since. It is the generation's first journaled step.
+generations = sa.Table(
+    "sd_generations",
+    metadata,
+    sa.Column("session_id", sa.String(64), primary_key=True),
+    sa.Column("generation", sa.Integer, primary_key=True),
+    sa.Column("start", sa.Text, nullable=False),
+    sa.Column("started_at", sa.Float, nullable=False),
+)
+
+
 def create_all(engine: sa.Engine) -> None:
     """Create missing tables (idempotent; safe when several processes start at once)."""
     metadata.create_all(engine, checkfirst=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from swarmdeck.catalog import schema
+from swarmdeck.catalog.records import TERMINAL_STATUSES
 
 _events, _sessions, _inbox = schema.events, schema.sessions, schema.inbox
 _session = sa.bindparam("b_session", type_=sa.String)
@@ -18,6 +19,29 @@ _session = sa.bindparam("b_session", type_=sa.String)
 # PostgreSQL locks the session's row; SQLite emits no lock, and its first write statement
 # takes the database's write lock instead.
 LOCK_SESSION = sa.select(_sessions.c.id).where(_sessions.c.id == _session).with_for_update()
+
+SESSION_BY_ID = sa.select(_sessions).where(_sessions.c.id == _session)
+
+# A live session's new status (and error, when b_error is not null); an ended session
+# keeps its end.
+SET_LIVE_STATUS = (
+    _sessions.update()
+    .where(_sessions.c.id == _session, _sessions.c.status.not_in(TERMINAL_STATUSES))
+    .values(
+        status=sa.bindparam("b_status"),
+        updated_at=sa.bindparam("b_ts"),
+        error=sa.func.coalesce(sa.bindparam("b_error", type_=sa.Text), _sessions.c.error),
+    )
+)
+
+GENERATION_START = sa.select(schema.generations.c.start).where(
+    schema.generations.c.session_id == _session,
+    schema.generations.c.generation == sa.bindparam("b_generation"),
+)
+
+COUNT_OF_KIND = sa.select(sa.func.count()).where(
+    _events.c.session_id == _session, _events.c.kind == sa.bindparam("b_kind")
+)
 
 INSERT_EVENT = _events.insert().values(
     session_id=_session,

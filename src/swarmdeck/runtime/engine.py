@@ -54,7 +54,7 @@ class _DBOSDurable:
 
     async def start_child(self, session_id: str) -> None:
         with SetWorkflowID(workflow_id(session_id, 0)):
-            await DBOS.start_workflow_async(session_workflow, session_id)
+            await DBOS.start_workflow_async(session_workflow, session_id, 0)
 
     async def send(self, session_id: str, message: Any, topic: str) -> None:
         generation = services().catalog.get_session(session_id).generation
@@ -63,7 +63,7 @@ class _DBOSDurable:
     async def restart_as_new(self, session_id: str, generation: int) -> None:
         nxt = await self.step("next_generation", _advance_generation, session_id, generation)
         with SetWorkflowID(workflow_id(session_id, nxt)):
-            await DBOS.start_workflow_async(session_workflow, session_id)
+            await DBOS.start_workflow_async(session_workflow, session_id, nxt)
 
 
 def _advance_generation(session_id: str, current: int) -> int:
@@ -86,9 +86,9 @@ async def _wall_clock() -> float:
 
 
 @DBOS.workflow(name="swarmdeck.session")
-async def session_workflow(session_id: str) -> dict[str, Any]:
-    """One session, durably."""
-    return await run_session(session_id, _DBOSDurable())
+async def session_workflow(session_id: str, generation: int) -> dict[str, Any]:
+    """One generation of a session, durably."""
+    return await run_session(session_id, generation, _DBOSDurable())
 
 
 def new_executor_id() -> str:
@@ -170,23 +170,32 @@ class Engine:
 
     def current_workflow(self, session_id: str) -> str:
         """The workflow id of the session's current generation."""
-        return workflow_id(session_id, self.services.catalog.get_session(session_id).generation)
+        return workflow_id(session_id, self._generation(session_id))
+
+    def _generation(self, session_id: str) -> int:
+        return self.services.catalog.get_session(session_id).generation
 
     async def start_session(self, session_id: str) -> None:
         """Start the current generation's workflow unless it exists; an existing one is left
-        to its owner or to recovery, never executed a second time from here."""
-        wf = self.current_workflow(session_id)
-        if await self.workflow_status(wf) is not None:
-            return
+        to its owner or to recovery, never executed a second time from here.
+
+        No status check first: DBOS's start is idempotent by id, and it runs the workflow
+        only when this very call created its row (its creator token); for a row that was
+        there already it returns a handle that polls.
+        """
+        generation = self._generation(session_id)
+        wf = workflow_id(session_id, generation)
         with SetWorkflowID(wf):
-            self._handles[wf] = await DBOS.start_workflow_async(session_workflow, session_id)
+            self._handles[wf] = await DBOS.start_workflow_async(
+                session_workflow, session_id, generation
+            )
 
     async def next_generation(self, session_id: str) -> None:
         """Retire the current workflow (cancelled if unfinished) and start the next one."""
         old = self.current_workflow(session_id)
         if await self.workflow_status(old) in ("PENDING", "ENQUEUED"):
             await DBOS.cancel_workflow_async(old)
-        current = self.services.catalog.get_session(session_id).generation
+        current = self._generation(session_id)
         await run_in_thread(_advance_generation, session_id, current)
         await self.start_session(session_id)
 
@@ -196,11 +205,10 @@ class Engine:
             wf = self.current_workflow(session_id)
             handle = self._handles.pop(wf, None)
             try:
-                if handle is not None:
-                    outcome = await handle.get_result()
-                else:
+                if handle is None:
                     handle = await DBOS.retrieve_workflow_async(wf)
-                    outcome = await handle.get_result(polling_interval_sec=RESULT_POLL_SECONDS)
+                # A handle of a workflow this process runs ignores the interval.
+                outcome = await handle.get_result(polling_interval_sec=RESULT_POLL_SECONDS)
             except Exception as exc:  # cancelled or failed workflows raise here
                 status = self.services.catalog.get_session(session_id).status
                 return {"status": status, "reason": type(exc).__name__}

@@ -99,7 +99,7 @@ class Host:
             )
 
     def create_session(self, req: SessionRequest) -> SessionRecord:
-        """Store a new pending session with its task as the first transcript entry."""
+        """Store a new pending session (its task is the transcript's first entry)."""
         self.check_request(req)
         session_id = req.session_id or new_session_id()
         run_dir = RunDir.create(self.settings.runs_dir, session_id)
@@ -115,7 +115,6 @@ class Host:
             tool_names=req.tool_names,
             options=req.options,
         )
-        self.catalog.append_event(session_id, "task", "task", {"text": req.task})
         return record
 
     def send(

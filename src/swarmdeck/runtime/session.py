@@ -23,9 +23,9 @@ BATCH_MAX_SECONDS = 2.0
 TURN_INBOX_KINDS = ["user", "child_update"]
 
 
-async def run_session(session_id: str, d: Durable) -> dict[str, Any]:
-    """Drive one session (one generation of it) to its end; returns {status, reason}."""
-    info = await d.step("load", steps.load_session, session_id)
+async def run_session(session_id: str, generation: int, d: Durable) -> dict[str, Any]:
+    """Drive one generation of a session to its end; returns {status, reason}."""
+    info = await steps.start_generation(session_id, generation)
     if info["terminal"]:
         return {"status": info["status"], "reason": "already finished"}
     loop = SessionLoop(d, session_id, info)
@@ -96,8 +96,8 @@ class SessionLoop:
                 # (llm_turn takes them in), so a sub-agent hears its parent before it.
                 continue
             if not self.waits_between_turns:
-                if await self.drain(["user"]):
-                    continue  # a message arrived while the model finished: answer it
+                if await steps.mail_waiting(self.sid, self.turn, self.generation, ["user"]):
+                    continue  # a message arrived while the model finished: the turn takes it
                 return await self.end("completed", None, "model_done")
             if self.iterations >= self.rollover:
                 return await self.roll_over()

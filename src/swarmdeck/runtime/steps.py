@@ -55,32 +55,47 @@ def tool_context(record: SessionRecord, call_key: str = "") -> ToolContext:
 BUDGET_KEYS = ("max_tokens", "max_cost", "max_turns_total")
 
 
-def load_session(session_id: str) -> dict[str, Any]:
+async def start_generation(session_id: str, generation: int) -> dict[str, Any]:
+    """What the loop needs to run this generation of the session (see load_session)."""
+    return await asyncio.to_thread(load_session, session_id, generation)
+
+
+def load_session(session_id: str, generation: int) -> dict[str, Any]:
     """The parts of the session record the loop needs; marks it running and takes in the
-    messages that arrived while no worker ran it."""
+    messages that arrived while no worker ran it.
+
+    Journaled like a turn: the first run stores what it found as the generation's start,
+    and a rerun after a crash returns that, so the loop takes the same path as before even
+    though the session (its cron, its turns) has moved on since.
+    """
     svc = services()
-    record = svc.catalog.get_session(session_id)
-    if record.terminal:
+    stored = svc.catalog.generation_start(session_id, generation)
+    if stored is not None:
+        return stored
+    record, turns_done = svc.catalog.open_run(session_id)
+    if record.terminal or record.generation != generation:
+        # Ended, or superseded by a newer generation before this one ever ran.
         return {"terminal": True, "status": record.status}
-    svc.catalog.set_status(session_id, "running")
-    taken = drain_inbox(session_id, f"g{record.generation}:start", None, record=True)
-    chain = [record] + [svc.catalog.get_session(a) for a in svc.catalog.ancestor_ids(session_id)]
-    return {
+    taken = drain_inbox(session_id, f"g{generation}:start", None, record=True)
+    ancestors = svc.catalog.ancestor_ids(session_id, record.parent_id) if record.parent_id else []
+    chain = [record, *(svc.catalog.get_session(a) for a in ancestors)]
+    info = {
         # The model ended its last turn and nothing came after it (a rolled-over generation).
-        "resting": not taken and model_resting(session_id),
+        "resting": turns_done > 0 and not taken and model_resting(session_id),
         "parent_id": record.parent_id,
         "mode": record.mode,
         "options": record.options,
-        "terminal": record.terminal,
+        "terminal": False,
         "status": record.status,
-        "generation": record.generation,
-        "turns_done": len(svc.catalog.events(session_id, kinds=["assistant"])),
+        "generation": generation,
+        "turns_done": turns_done,
         "offered": [t.name for t in offered_tools(record)],
         "budgeted": any(_budget(s) for s in chain),
         "rollover_iterations": int(
             record.options.get("rollover_iterations", svc.settings.rollover_iterations)
         ),
     }
+    return svc.catalog.keep_generation_start(session_id, generation, info)
 
 
 def _budget(record: SessionRecord) -> dict[str, float]:
@@ -272,6 +287,19 @@ async def llm_turn(session_id: str, turn: int, generation: int, inbox: list[str]
     return await _write(_store_turn, session_id, turn, record, completion)
 
 
+async def mail_waiting(session_id: str, turn: int, generation: int, inbox: list[str]) -> bool:
+    """Whether turn `turn` would find messages to take in (a read).
+
+    What a one-shot session asks before it ends, answered as the turn's own look-up would,
+    so a rerun after a crash decides as the first run did: the turn stored means that run
+    went on; this generation's end stored means it ended. (The end stores its entry with
+    the session's final status in one transaction, and nothing before that entry is an
+    engine step, so no recorded step depends on the answer.)
+    """
+    found = await _read(_look_up_turn, session_id, turn, generation, inbox)
+    return "stored" in found or bool(found.get("mail"))
+
+
 def _outcome_dict(outcome: ToolOutcome) -> dict[str, Any]:
     return {
         "content": outcome.content,
@@ -416,13 +444,8 @@ def finish(
     fields: dict[str, Any] = {"status": status, "final_text": final_text}
     if error:
         fields["error"] = error
-    svc.catalog.update_session(session_id, **fields)
-    svc.catalog.append_event(
-        session_id,
-        key,
-        "status",
-        {"status": status, "error": error, "reason": reason},
-    )
+    entry = {"status": status, "error": error, "reason": reason}
+    svc.catalog.end_session(session_id, key, entry, **fields)
     svc.forget(session_id)
 
 

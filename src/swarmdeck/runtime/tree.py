@@ -26,11 +26,8 @@ def spawn_child(parent_id: str, call_key: str, args: dict[str, Any]) -> dict[str
     svc = services()
     parent = svc.catalog.get_session(parent_id)
     child_id = child_id_for(parent_id, call_key)
-    existing = svc.catalog.find_session(child_id)
-    if existing:
-        # A rerun after a crash: the record may be stored without its task yet.
-        svc.catalog.append_event(child_id, "task", "task", {"text": existing.task})
-        return {"id": child_id}
+    if svc.catalog.find_session(child_id):
+        return {"id": child_id}  # a rerun after a crash: created (with its task) before it
     limits = svc.settings
     max_depth = int(parent.options.get("max_depth", limits.max_depth))
     max_children = int(parent.options.get("max_children", limits.max_children))
@@ -71,7 +68,6 @@ def spawn_child(parent_id: str, call_key: str, args: dict[str, Any]) -> dict[str
             **{k: parent.options[k] for k in INHERITED_OPTIONS if k in parent.options},
         },
     )
-    svc.catalog.append_event(child_id, "task", "task", {"text": spec["task"]})
     crash_point("spawn.recorded")
     return {"id": child_id}
 
@@ -195,16 +191,15 @@ def _mark_cancelled(session_id: str, reason: str) -> list[str]:
     """Record the cancel of a session and its live descendants; returns their ids."""
     catalog = services().catalog
     records = [catalog.get_session(i) for i in [session_id, *catalog.descendant_ids(session_id)]]
-    live = [r for r in records if not r.terminal]
-    for record in live:
-        catalog.update_session(record.id, status="cancelled", error=reason)
-        catalog.append_event(
-            record.id,
-            f"end:g{record.generation}",
-            "status",
-            {"status": "cancelled", "error": reason, "reason": "cancelled"},
+    entry = {"status": "cancelled", "error": reason, "reason": "cancelled"}
+    return [
+        r.id
+        for r in records
+        if not r.terminal
+        and catalog.end_session(
+            r.id, f"end:g{r.generation}", entry, status="cancelled", error=reason
         )
-    return [r.id for r in live]
+    ]
 
 
 def set_cron(session_id: str, cron: dict[str, Any] | None) -> None:
