@@ -266,3 +266,21 @@ async def test_a_message_sent_during_the_last_turn_is_answered(
     outcome = await session.result(timeout=30)
     assert (outcome.status, outcome.text) == ("completed", "also: one more thing")
     assert script.asked["short job"] == 2
+
+
+async def test_a_rerun_of_a_generation_starts_as_the_first_run_did(
+    swarm: Swarm, fake_llm, workdir: Path
+) -> None:
+    # The start of a generation is journaled: a rerun after a crash gets what the first run
+    # found (no turns yet, running), not the session as it is now (turns taken, ended).
+    from swarmdeck.runtime.steps import start_generation
+
+    fake_llm.set_script({"scenarios": [{"turns": [{"text": "done"}]}]})
+    session = await swarm.start("say done", "fake", workdir=workdir)
+    assert (await session.result(timeout=20)).status == "completed"
+    first = swarm.host.catalog.generation_start(session.id, 0)
+    assert first is not None
+    assert (first["turns_done"], first["terminal"], first["generation"]) == (0, False, 0)
+    assert await start_generation(session.id, 0) == first
+    # A generation that never ran, on a session that has ended, does not start.
+    assert (await start_generation(session.id, 1))["terminal"]

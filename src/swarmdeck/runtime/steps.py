@@ -292,9 +292,10 @@ async def mail_waiting(session_id: str, turn: int, generation: int, inbox: list[
 
     What a one-shot session asks before it ends, answered as the turn's own look-up would,
     so a rerun after a crash decides as the first run did: the turn stored means that run
-    went on; this generation's end stored means it ended. (The end stores its entry with
-    the session's final status in one transaction, and nothing before that entry is an
-    engine step, so no recorded step depends on the answer.)
+    went on; this generation's end stored means it ended. No engine step comes between
+    this read and the end's entry, so no recorded step depends on the answer. A crash
+    after the parent was told but before the end was stored can let the rerun see a
+    message that came in between: it then answers it, which repeats nothing.
     """
     found = await _read(_look_up_turn, session_id, turn, generation, inbox)
     return "stored" in found or bool(found.get("mail"))
