@@ -78,7 +78,7 @@ async def quiet(host: Host, engine: Engine) -> bool:
     """True when no session has work to do: none busy, none about to wake on a message."""
     catalog = host.catalog
     for sid in catalog.live_session_ids():
-        state = await engine.workflow_status(engine.current_workflow(sid))
+        state = await engine.workflow_status(await engine.current_workflow(sid))
         if state == "ENQUEUED":
             return False  # recovered, not yet picked up
         if state != "PENDING":

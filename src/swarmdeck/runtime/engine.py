@@ -57,13 +57,19 @@ class _DBOSDurable:
             await DBOS.start_workflow_async(session_workflow, session_id, 0)
 
     async def send(self, session_id: str, message: Any, topic: str) -> None:
-        generation = services().catalog.get_session(session_id).generation
-        await DBOS.send_async(workflow_id(session_id, generation), message, topic)
+        await DBOS.send_async(await _current_workflow(services(), session_id), message, topic)
 
     async def restart_as_new(self, session_id: str, generation: int) -> None:
         nxt = await self.step("next_generation", _advance_generation, session_id, generation)
         with SetWorkflowID(workflow_id(session_id, nxt)):
             await DBOS.start_workflow_async(session_workflow, session_id, nxt)
+
+
+async def _current_workflow(svc: Services, session_id: str) -> str:
+    """The workflow id of the session's current generation (read off the loop: on
+    PostgreSQL a read is a network round trip)."""
+    record = await run_in_thread(svc.catalog.get_session, session_id)
+    return workflow_id(session_id, record.generation)
 
 
 def _advance_generation(session_id: str, current: int) -> int:
@@ -168,12 +174,12 @@ class Engine:
             DBOS._recover_pending_workflows(claimed)
         return claimed
 
-    def current_workflow(self, session_id: str) -> str:
+    async def current_workflow(self, session_id: str) -> str:
         """The workflow id of the session's current generation."""
-        return workflow_id(session_id, self._generation(session_id))
+        return await _current_workflow(self.services, session_id)
 
-    def _generation(self, session_id: str) -> int:
-        return self.services.catalog.get_session(session_id).generation
+    async def _generation(self, session_id: str) -> int:
+        return (await run_in_thread(self.services.catalog.get_session, session_id)).generation
 
     async def start_session(self, session_id: str) -> None:
         """Start the current generation's workflow unless it exists; an existing one is left
@@ -183,7 +189,7 @@ class Engine:
         only when this very call created its row (its creator token); for a row that was
         there already it returns a handle that polls.
         """
-        generation = self._generation(session_id)
+        generation = await self._generation(session_id)
         wf = workflow_id(session_id, generation)
         with SetWorkflowID(wf):
             self._handles[wf] = await DBOS.start_workflow_async(
@@ -192,17 +198,17 @@ class Engine:
 
     async def next_generation(self, session_id: str) -> None:
         """Retire the current workflow (cancelled if unfinished) and start the next one."""
-        old = self.current_workflow(session_id)
+        current = await self._generation(session_id)
+        old = workflow_id(session_id, current)
         if await self.workflow_status(old) in ("PENDING", "ENQUEUED"):
             await DBOS.cancel_workflow_async(old)
-        current = self._generation(session_id)
         await run_in_thread(_advance_generation, session_id, current)
         await self.start_session(session_id)
 
     async def session_outcome(self, session_id: str) -> dict[str, Any]:
         """Wait for the session's workflow to end (following rollovers) and return its outcome."""
         while True:
-            wf = self.current_workflow(session_id)
+            wf = await self.current_workflow(session_id)
             handle = self._handles.pop(wf, None)
             try:
                 if handle is None:
@@ -210,7 +216,7 @@ class Engine:
                 # A handle of a workflow this process runs ignores the interval.
                 outcome = await handle.get_result(polling_interval_sec=RESULT_POLL_SECONDS)
             except Exception as exc:  # cancelled or failed workflows raise here
-                status = self.services.catalog.get_session(session_id).status
+                status = (await run_in_thread(self.services.catalog.get_session, session_id)).status
                 return {"status": status, "reason": type(exc).__name__}
             if not outcome or outcome.get("status") != "rolled_over":
                 return outcome or {}
@@ -223,14 +229,14 @@ class Engine:
     async def ring(self, session_id: str) -> None:
         """Wake the session if it waits on its doorbell; the message itself is in the inbox."""
         try:
-            await DBOS.send_async(self.current_workflow(session_id), "ring", "doorbell")
+            await DBOS.send_async(await self.current_workflow(session_id), "ring", "doorbell")
         except Exception:  # no workflow yet or finished: the inbox keeps the message
             return
 
     async def cancel(self, session_ids: list[str]) -> None:
         """Stop these sessions' workflows (their catalog status is set by the caller)."""
         for sid in session_ids:
-            wf = self.current_workflow(sid)
+            wf = await self.current_workflow(sid)
             if await self.workflow_status(wf) in ("PENDING", "ENQUEUED"):
                 await DBOS.cancel_workflow_async(wf)
 
