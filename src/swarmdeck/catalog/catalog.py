@@ -26,6 +26,11 @@ from swarmdeck.models.types import Usage
 Redact = Callable[[str], str]
 
 
+# Each lost race for an event's seq is retried, holding the session's lock from the second
+# try on; a newcomer's lock-free first try can still win a seq, so allow many.
+APPEND_ATTEMPTS = 50
+
+
 def _lock_session(conn: sa.Connection, session_id: str) -> None:
     """Serialize writers of one session (see statements.LOCK_SESSION). SQLite has no row
     locks: there the transaction's first write takes the database's write lock instead."""
@@ -65,6 +70,13 @@ class Catalog:
         # SQLite in WAL mode: a reader never waits for a writer's lock, and a write can be
         # tried without waiting (see append_event's `wait`).
         self.is_sqlite = engine.dialect.name == "sqlite"
+        # Reads on PostgreSQL run outside a transaction: READ COMMITTED gives each statement
+        # its own snapshot anyway, and the BEGIN and ROLLBACK around a read were two more
+        # network round trips (a read measured 1.0 ms, then 0.7). SQLite's driver opens no
+        # transaction for a read.
+        self._reads = (
+            engine if self.is_sqlite else engine.execution_options(isolation_level="AUTOCOMMIT")
+        )
         self._no_wait_engine: sa.Engine | None = None
 
     @classmethod
@@ -151,7 +163,7 @@ class Catalog:
 
     def generation_start(self, session_id: str, generation: int) -> dict[str, Any] | None:
         """What this generation's workflow stored when it started, or None."""
-        with self.engine.connect() as conn:
+        with self._reads.connect() as conn:
             text = conn.execute(
                 statements.GENERATION_START, {"b_session": session_id, "b_generation": generation}
             ).scalar()
@@ -179,7 +191,7 @@ class Catalog:
 
     def find_session(self, session_id: str) -> SessionRecord | None:
         """The session, or None."""
-        with self.engine.connect() as conn:
+        with self._reads.connect() as conn:
             row = conn.execute(statements.SESSION_BY_ID, {"b_session": session_id}).first()
         return SessionRecord.from_row(row) if row else None
 
@@ -209,7 +221,7 @@ class Catalog:
         """Expand a unique id prefix, as git does for commits."""
         if self.find_session(prefix):
             return prefix
-        with self.engine.connect() as conn:
+        with self._reads.connect() as conn:
             ids = [
                 r[0]
                 for r in conn.execute(
@@ -239,13 +251,13 @@ class Catalog:
             q = q.where(schema.sessions.c.parent_id == parent_id)
         if root_id:
             q = q.where(schema.sessions.c.root_id == root_id)
-        with self.engine.connect() as conn:
+        with self._reads.connect() as conn:
             return [SessionRecord.from_row(r) for r in conn.execute(q)]
 
     def live_session_ids(self) -> list[str]:
         """Ids of every session that has not ended."""
         sessions = schema.sessions
-        with self.engine.connect() as conn:
+        with self._reads.connect() as conn:
             rows = conn.execute(
                 sa.select(sessions.c.id).where(sessions.c.status.not_in(TERMINAL_STATUSES))
             ).all()
@@ -334,7 +346,7 @@ class Catalog:
         """Every session below this one, breadth first."""
         found: list[str] = []
         frontier = [session_id]
-        with self.engine.connect() as conn:
+        with self._reads.connect() as conn:
             while frontier:
                 rows = conn.execute(
                     sa.select(schema.sessions.c.id).where(schema.sessions.c.parent_id.in_(frontier))
@@ -354,7 +366,7 @@ class Catalog:
 
     def live_children(self, parent_id: str) -> int:
         """How many live children the parent has (terminal ones do not count)."""
-        with self.engine.connect() as conn:
+        with self._reads.connect() as conn:
             rows = conn.execute(
                 sa.select(schema.sessions.c.status).where(schema.sessions.c.parent_id == parent_id)
             ).all()
@@ -399,7 +411,7 @@ class Catalog:
         check, params = statements.PENDING_ANY, {"b_session": session_id, "b_claim": claim}
         if kinds is not None:
             check, params = statements.PENDING_OF_KINDS, {**params, "b_kinds": list(kinds)}
-        with self.engine.connect() as conn:
+        with self._reads.connect() as conn:
             # Most drains find nothing: a read, then, and no write lock taken.
             if conn.execute(check, params).first() is None:
                 return []
@@ -419,7 +431,7 @@ class Catalog:
     def has_message(self, session_id: str, msg_id: str) -> bool:
         """True when a message with this id was delivered to the session (taken or not)."""
         inbox = schema.inbox
-        with self.engine.connect() as conn:
+        with self._reads.connect() as conn:
             row = conn.execute(
                 sa.select(inbox.c.id).where(
                     inbox.c.session_id == session_id, inbox.c.msg_id == msg_id
@@ -433,7 +445,7 @@ class Catalog:
         where = sa.and_(inbox.c.session_id == session_id, inbox.c.consumed_by.is_(None))
         if kinds is not None:
             where = sa.and_(where, inbox.c.kind.in_(list(kinds)))
-        with self.engine.connect() as conn:
+        with self._reads.connect() as conn:
             return conn.execute(
                 sa.select(sa.func.count()).select_from(inbox).where(where)
             ).scalar_one()
@@ -470,10 +482,16 @@ class Catalog:
         text = self._json(payload)
         params = {"b_session": session_id, "b_key": key, "b_kind": kind, "b_payload": text}
         engine = self._writer(wait)
-        for _ in range(20):
+        for attempt in range(APPEND_ATTEMPTS):
             try:
                 with _no_wait_errors(wait), engine.begin() as conn:
-                    _lock_session(conn, session_id)
+                    if attempt:
+                        # Lost a race for the next seq: take turns with the other writers
+                        # now. The first try takes no lock: a session's events are written
+                        # by its one workflow nearly always, and on PostgreSQL the lock is
+                        # one more round trip per write. The seq's unique index still
+                        # catches a race, and the loser lands here.
+                        _lock_session(conn, session_id)
                     if usage_row is not None:
                         conn.execute(
                             statements.INSERT_USAGE,
@@ -484,7 +502,6 @@ class Catalog:
             except IntegrityError:
                 if self.has_event(session_id, key):
                     return False
-                # Lost a race for the next seq (only when the session row is missing): retry.
         raise RuntimeError(f"could not append event {key} to {session_id}")
 
     def last_event(self, session_id: str, kinds: Iterable[str]) -> EventRecord | None:
@@ -498,13 +515,13 @@ class Catalog:
             .order_by(schema.events.c.seq.desc())
             .limit(1)
         )
-        with self.engine.connect() as conn:
+        with self._reads.connect() as conn:
             row = conn.execute(q).first()
         return EventRecord.from_row(row) if row else None
 
     def event_by_key(self, session_id: str, key: str) -> EventRecord | None:
         """The event stored under this key, or None (one indexed lookup)."""
-        with self.engine.connect() as conn:
+        with self._reads.connect() as conn:
             row = conn.execute(
                 sa.select(schema.events).where(
                     schema.events.c.session_id == session_id, schema.events.c.key == key
@@ -514,7 +531,7 @@ class Catalog:
 
     def has_event(self, session_id: str, key: str) -> bool:
         """True when an event with this key is stored."""
-        with self.engine.connect() as conn:
+        with self._reads.connect() as conn:
             found = conn.execute(
                 statements.EVENT_ID_BY_KEY, {"b_session": session_id, "b_key": key}
             ).first()
@@ -526,7 +543,7 @@ class Catalog:
         """What changed for a running session, in one round trip: its transcript entries
         after a cursor, and whether messages of these kinds wait in its inbox (or were
         taken under `claim` by a consumer that crashed before recording them)."""
-        with self.engine.connect() as conn:
+        with self._reads.connect() as conn:
             rows = conn.execute(
                 statements.EVENTS_AFTER, {"b_session": session_id, "b_after": after_id}
             )
@@ -547,7 +564,7 @@ class Catalog:
     ) -> list[EventRecord]:
         """Transcript entries in order, after a cursor."""
         if kinds is None and not limit:
-            with self.engine.connect() as conn:
+            with self._reads.connect() as conn:
                 rows = conn.execute(
                     statements.EVENTS_AFTER, {"b_session": session_id, "b_after": after_id}
                 )
@@ -561,7 +578,7 @@ class Catalog:
             q = q.where(schema.events.c.kind.in_(list(kinds)))
         if limit:
             q = q.limit(limit)
-        with self.engine.connect() as conn:
+        with self._reads.connect() as conn:
             return [EventRecord.from_row(r) for r in conn.execute(q)]
 
     # -- usage ------------------------------------------------------------------------
@@ -602,7 +619,7 @@ class Catalog:
         if since is not None:
             q = q.where(schema.usage.c.ts >= since)
         totals = UsageTotals()
-        with self.engine.connect() as conn:
+        with self._reads.connect() as conn:
             for r in conn.execute(q):
                 totals.turns += 1
                 for name in ("input", "output", "reasoning", "cache_read", "cache_write"):
@@ -646,7 +663,7 @@ class Catalog:
     def artifact(self, session_id: str, name: str) -> dict[str, Any] | None:
         """One artifact's metadata, or None."""
         table = schema.artifacts
-        with self.engine.connect() as conn:
+        with self._reads.connect() as conn:
             row = conn.execute(
                 sa.select(table).where(table.c.session_id == session_id, table.c.name == name)
             ).first()
@@ -655,7 +672,7 @@ class Catalog:
     def artifacts_of(self, session_ids: Iterable[str]) -> list[dict[str, Any]]:
         """Artifacts of these sessions, oldest first."""
         table = schema.artifacts
-        with self.engine.connect() as conn:
+        with self._reads.connect() as conn:
             rows = conn.execute(
                 sa.select(table)
                 .where(table.c.session_id.in_(list(session_ids)))
