@@ -26,6 +26,7 @@ import sqlalchemy as sa
 from swarmdeck.catalog import schema
 from swarmdeck.catalog.catalog import Catalog, WriteWouldWait
 from swarmdeck.catalog.db import create_db_engine
+from swarmdeck.catalog.records import InboxPost
 from swarmdeck.catalog.workers import WorkerRegistry
 from swarmdeck.errors import NotFoundError
 from swarmdeck.models.types import Usage
@@ -293,17 +294,32 @@ def test_generation_advances_once_however_often_asked(catalog: Catalog) -> None:
     assert catalog.get_session("s").generation == 2
 
 
-def test_first_end_of_a_generation_wins_with_its_row(catalog: Catalog) -> None:
-    new_session(catalog, "s")
+def test_first_end_of_a_generation_wins_with_its_row_and_notice(catalog: Catalog) -> None:
+    new_session(catalog, "p")
+    new_session(catalog, "s", parent="p")
+
+    def notice(sid: str, text: str) -> InboxPost:
+        return InboxPost("p", f"child:{sid}:0", "child_update", {"text": text})
+
     cancelled = {"status": "cancelled", "error": "stop", "reason": "cancelled"}
-    assert catalog.end_session("s", "end:g0", cancelled, status="cancelled", error="stop")
-    # A finish that raced the cancel writes neither its entry nor its row.
+    assert catalog.end_session(
+        "s", "end:g0", cancelled, notice("s", "s cancelled"), status="cancelled", error="stop"
+    )
+    # A finish that raced the cancel writes neither its entry, nor its row, nor its notice.
     done = {"status": "completed", "error": None, "reason": "model_done"}
-    assert not catalog.end_session("s", "end:g0", done, status="completed", final_text="hi")
+    assert not catalog.end_session(
+        "s", "end:g0", done, notice("s", "s done"), status="completed", final_text="hi"
+    )
     record = catalog.get_session("s")
     assert (record.status, record.error, record.final_text) == ("cancelled", "stop", None)
     ends = [e.payload for e in catalog.events("s", kinds=["status"])]
     assert ends == [cancelled]
+    assert [i.payload["text"] for i in catalog.drain("p", "c1")] == ["s cancelled"]
+    # A notice already delivered (a rerun's) is no error: the end itself is still stored.
+    new_session(catalog, "t", parent="p")
+    catalog.post("p", "child:t:0", "child_update", {"text": "early"})
+    assert catalog.end_session("t", "end:g0", done, notice("t", "t done"), status="completed")
+    assert catalog.get_session("t").status == "completed"
 
 
 def test_open_run_marks_a_live_session_running_and_counts_its_turns(catalog: Catalog) -> None:

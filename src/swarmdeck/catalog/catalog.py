@@ -9,6 +9,8 @@ from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from swarmdeck.catalog import schema, statements
@@ -17,6 +19,7 @@ from swarmdeck.catalog.records import (
     TERMINAL_STATUSES,
     EventRecord,
     InboxItem,
+    InboxPost,
     SessionRecord,
     UsageTotals,
 )
@@ -292,10 +295,19 @@ class Catalog:
         fields["updated_at"] = time.time()
         return schema.sessions.update().where(schema.sessions.c.id == session_id).values(**fields)
 
-    def end_session(self, session_id: str, key: str, entry: dict[str, Any], **fields: Any) -> bool:
-        """Record a session's end: its status entry under `key` and its row's new columns,
-        in one transaction. The first end stored under a key wins (a cancel and a finish
-        may race): a later one writes nothing and returns False."""
+    def end_session(
+        self,
+        session_id: str,
+        key: str,
+        entry: dict[str, Any],
+        notice: InboxPost | None = None,
+        **fields: Any,
+    ) -> bool:
+        """Record a session's end in one transaction: its status entry under `key`, its
+        row's new columns, and the `notice` for its parent's inbox. So a parent that sees
+        the session ended finds the notice too, and no crash leaves one without the other.
+        The first end stored under a key wins (a cancel and a finish may race): a later one
+        writes nothing and returns False."""
         event = {
             "b_session": session_id,
             "b_key": key,
@@ -308,6 +320,8 @@ class Catalog:
                 _lock_session(conn, session_id)
                 conn.execute(statements.INSERT_EVENT, event)
                 conn.execute(self._update(session_id, fields))
+                if notice is not None:
+                    self._post(conn, notice)
         except IntegrityError:
             return False
         return True
@@ -376,20 +390,26 @@ class Catalog:
 
     def post(self, session_id: str, msg_id: str, kind: str, payload: dict[str, Any]) -> bool:
         """Deliver a message; False when this msg_id was delivered before (a client retry)."""
-        try:
-            with self.engine.begin() as conn:
-                conn.execute(
-                    schema.inbox.insert().values(
-                        session_id=session_id,
-                        msg_id=msg_id,
-                        kind=kind,
-                        payload=self._json(payload),
-                        created_at=time.time(),
-                    )
-                )
-            return True
-        except IntegrityError:
-            return False
+        with self.engine.begin() as conn:
+            return self._post(conn, InboxPost(session_id, msg_id, kind, payload))
+
+    def _post(self, conn: sa.Connection, post: InboxPost) -> bool:
+        """Insert a message unless its msg_id is there: never an error, so it can share a
+        transaction with other writes."""
+        insert = sqlite_insert if self.is_sqlite else postgresql_insert
+        statement = (
+            insert(schema.inbox)
+            .values(
+                session_id=post.session_id,
+                msg_id=post.msg_id,
+                kind=post.kind,
+                payload=self._json(post.payload),
+                created_at=time.time(),
+            )
+            .on_conflict_do_nothing(index_elements=["session_id", "msg_id"])
+            .returning(schema.inbox.c.id)
+        )
+        return conn.execute(statement).first() is not None
 
     def drain(
         self,

@@ -92,6 +92,16 @@ class InboxItem:
 
 
 @dataclass
+class InboxPost:
+    """A message to put in a session's inbox (once per msg_id)."""
+
+    session_id: str
+    msg_id: str
+    kind: str
+    payload: dict[str, Any]
+
+
+@dataclass
 class UsageTotals:
     """Usage summed over turns."""
 

@@ -19,7 +19,7 @@ from swarmdeck.models.types import Message
 from swarmdeck.runtime.crashpoints import crash_point
 from swarmdeck.runtime.prompts import system_prompt
 from swarmdeck.runtime.services import services
-from swarmdeck.runtime.tree import drain_inbox, model_resting, notify_parent
+from swarmdeck.runtime.tree import drain_inbox, model_resting, parent_notice, ring
 from swarmdeck.tools.base import READ_ONLY_MODES, Effect, Tool, ToolContext, ToolOutcome
 from swarmdeck.workspace.gitdirs import git_dirs_outside
 
@@ -292,10 +292,9 @@ async def mail_waiting(session_id: str, turn: int, generation: int, inbox: list[
 
     What a one-shot session asks before it ends, answered as the turn's own look-up would,
     so a rerun after a crash decides as the first run did: the turn stored means that run
-    went on; this generation's end stored means it ended. No engine step comes between
-    this read and the end's entry, so no recorded step depends on the answer. A crash
-    after the parent was told but before the end was stored can let the rerun see a
-    message that came in between: it then answers it, which repeats nothing.
+    went on; this generation's end stored means it ended. The end's entry, its status and
+    its parent's notice are one transaction, and no engine step comes between this read
+    and it, so no recorded step and nothing anyone has seen depends on the answer.
     """
     found = await _read(_look_up_turn, session_id, turn, generation, inbox)
     return "stored" in found or bool(found.get("mail"))
@@ -423,31 +422,43 @@ async def end_session(
     reason: str,
     key: str,
 ) -> None:
-    """Record how the session ended, and tell its parent.
+    """Record how the session ended, with its parent's notice, then ring the parent.
 
-    The update goes into the parent's inbox first, so a parent that sees this session
-    ended (wait_for_agents) takes its update with it, never later; the doorbell rings
-    last, so a parent it wakes finds the session ended. Each part is idempotent, so a
-    rerun after a crash in between repeats nothing.
+    The end and the notice are one transaction, so a parent that sees this session ended
+    (wait_for_agents) finds its update in the inbox; the doorbell rings after, so a parent
+    it wakes finds the session ended. Both parts are idempotent: a rerun after a crash in
+    between repeats nothing.
     """
-    if has_parent:
-        await notify_parent(session_id, status, final_text, ring=False)
-    await asyncio.to_thread(finish, session_id, status, final_text, error, reason, key)
-    if has_parent:
-        await notify_parent(session_id)
+    parent = await asyncio.to_thread(
+        finish, session_id, has_parent, status, final_text, error, reason, key
+    )
+    if parent is not None:
+        crash_point("message.posted")  # the notice is stored, the doorbell not rung yet
+        await ring(parent)
 
 
 def finish(
-    session_id: str, status: str, final_text: str, error: str | None, reason: str, key: str
-) -> None:
-    """Record how the session ended and why (the verdict classifies on the reason)."""
+    session_id: str,
+    has_parent: bool,
+    status: str,
+    final_text: str,
+    error: str | None,
+    reason: str,
+    key: str,
+) -> str | None:
+    """Record how the session ended and why (the verdict classifies on the reason), and
+    the parent's notice; returns the parent to ring."""
     svc = services()
     fields: dict[str, Any] = {"status": status, "final_text": final_text}
     if error:
         fields["error"] = error
     entry = {"status": status, "error": error, "reason": reason}
-    svc.catalog.end_session(session_id, key, entry, **fields)
+    notice = None
+    if has_parent:
+        notice = parent_notice(svc.catalog.get_session(session_id), status, final_text)
+    svc.catalog.end_session(session_id, key, entry, notice, **fields)
     svc.forget(session_id)
+    return notice.session_id if notice is not None else None
 
 
 def set_status(session_id: str, status: str) -> None:

@@ -6,7 +6,7 @@ import asyncio
 import hashlib
 from typing import Any
 
-from swarmdeck.catalog.records import TERMINAL_STATUSES, SessionRecord
+from swarmdeck.catalog.records import TERMINAL_STATUSES, InboxPost, SessionRecord
 from swarmdeck.runtime.crashpoints import crash_point
 from swarmdeck.runtime.services import EngineOps, services
 
@@ -134,15 +134,12 @@ def tree_summary(session_id: str) -> list[dict[str, Any]]:
     ]
 
 
-async def post_message(
-    session_id: str, msg_id: str, kind: str, payload: dict[str, Any], ring: bool = True
-) -> bool:
-    """Put a message in a session's inbox and ring its doorbell (unless `ring` is False)."""
+async def post_message(session_id: str, msg_id: str, kind: str, payload: dict[str, Any]) -> bool:
+    """Put a message in a session's inbox and ring its doorbell."""
     svc = services()
     fresh = await asyncio.to_thread(svc.catalog.post, session_id, msg_id, kind, payload)
     crash_point("message.posted")
-    if ring:
-        await _ops().ring(session_id)
+    await ring(session_id)
     return fresh
 
 
@@ -176,30 +173,38 @@ async def cancel_tree(session_id: str, reason: str, tell_parent: bool = True) ->
     The parent of the cancelled session is told (unless it asked for the cancel itself),
     so a parent waiting for its sub-agents wakes up instead of waiting for its timeout.
     """
-    live = await asyncio.to_thread(_mark_cancelled, session_id, reason)
+    live, told = await asyncio.to_thread(_mark_cancelled, session_id, reason, tell_parent)
     await _ops().cancel(live)
     for sid in live:
         # A workflow resting on its doorbell only notices the cancel at its next step:
         # wake it so it stops now instead of holding its waiter until the recv times out.
-        await _ops().ring(sid)
-    if tell_parent and session_id in live:
-        await notify_parent(session_id)
+        await ring(sid)
+    if told is not None:
+        await ring(told)
     return live
 
 
-def _mark_cancelled(session_id: str, reason: str) -> list[str]:
-    """Record the cancel of a session and its live descendants; returns their ids."""
+def _mark_cancelled(
+    session_id: str, reason: str, tell_parent: bool
+) -> tuple[list[str], str | None]:
+    """Record the cancel of a session and its live descendants; returns their ids, and the
+    parent told of it (whose doorbell the caller rings)."""
     catalog = services().catalog
     records = [catalog.get_session(i) for i in [session_id, *catalog.descendant_ids(session_id)]]
     entry = {"status": "cancelled", "error": reason, "reason": "cancelled"}
-    return [
-        r.id
-        for r in records
-        if not r.terminal
-        and catalog.end_session(
-            r.id, f"end:g{r.generation}", entry, status="cancelled", error=reason
-        )
-    ]
+    live: list[str] = []
+    told: str | None = None
+    for r in records:
+        # Only the cancelled session's parent hears of it: the others' parents are in the
+        # cancelled subtree themselves.
+        notice = parent_notice(r, "cancelled", None) if r.id == session_id and tell_parent else None
+        if r.terminal or not catalog.end_session(
+            r.id, f"end:g{r.generation}", entry, notice, status="cancelled", error=reason
+        ):
+            continue
+        live.append(r.id)
+        told = notice.session_id if notice is not None else told
+    return live, told
 
 
 def set_cron(session_id: str, cron: dict[str, Any] | None) -> None:
@@ -210,34 +215,25 @@ def set_cron(session_id: str, cron: dict[str, Any] | None) -> None:
     catalog.update_session(session_id, options=options)
 
 
-async def notify_parent(
-    session_id: str,
-    status: str | None = None,
-    final_text: str | None = None,
-    ring: bool = True,
-) -> None:
-    """Tell the parent that this child ended (batched by the parent's inbox).
-
-    A child posts its update before it records its end (`status` and `final_text` given,
-    `ring` False) and rings after (the same message id, so the second post is a no-op):
-    a parent that sees the child ended finds its update already in the inbox, and a
-    parent woken by the ring finds the child ended.
-    """
-    child = await asyncio.to_thread(services().catalog.get_session, session_id)
+def parent_notice(child: SessionRecord, status: str, final_text: str | None) -> InboxPost | None:
+    """The update a child's end leaves in its parent's inbox (batched there); None for a
+    root session. One per generation: a rerun of the end posts nothing new."""
     if not child.parent_id:
-        return
-    status = status or child.status
-    final_text = child.final_text if final_text is None else final_text
+        return None
     text = f"sub-agent {child.id} ({child.title or child.task[:40]}) ended: {status}"
     if final_text:
         text += f"\n{final_text[:PREVIEW]}"
-    await post_message(
+    return InboxPost(
         child.parent_id,
         f"child:{child.id}:{child.generation}",
         "child_update",
         {"text": text, "child_id": child.id, "status": status},
-        ring,
     )
+
+
+async def ring(session_id: str) -> None:
+    """Wake a session that waits on its doorbell (the message itself is in its inbox)."""
+    await _ops().ring(session_id)
 
 
 def _ops() -> EngineOps:
