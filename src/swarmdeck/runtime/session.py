@@ -200,13 +200,6 @@ class SessionLoop:
         Not an engine step: every part of it is idempotent, and nothing follows it but the
         workflow's return, so a rerun after a crash repeats nothing and decides nothing.
         """
-        await steps.end_session(
-            self.sid,
-            self.has_parent,
-            status,
-            self.last_text,
-            error,
-            reason,
-            f"end:g{self.generation}",
-        )
+        ending = steps.Ending(status, self.last_text, error, reason, self.generation)
+        await steps.end_session(self.sid, self.has_parent, ending)
         return {"status": status, "reason": reason}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -413,15 +414,19 @@ def _validate_submission(record: SessionRecord, raw: str) -> tuple[str | None, A
     return validator(result), result
 
 
-async def end_session(
-    session_id: str,
-    has_parent: bool,
-    status: str,
-    final_text: str,
-    error: str | None,
-    reason: str,
-    key: str,
-) -> None:
+@dataclass(frozen=True)
+class Ending:
+    """How a generation of a session ended: what its end records (the verdict classifies
+    on the reason)."""
+
+    status: str
+    final_text: str
+    error: str | None
+    reason: str
+    generation: int
+
+
+async def end_session(session_id: str, has_parent: bool, ending: Ending) -> None:
     """Record how the session ended, with its parent's notice, then ring the parent.
 
     The end and the notice are one transaction, so a parent that sees this session ended
@@ -429,34 +434,24 @@ async def end_session(
     it wakes finds the session ended. Both parts are idempotent: a rerun after a crash in
     between repeats nothing.
     """
-    parent = await asyncio.to_thread(
-        finish, session_id, has_parent, status, final_text, error, reason, key
-    )
+    parent = await asyncio.to_thread(_record_end, session_id, has_parent, ending)
     if parent is not None:
         crash_point("message.posted")  # the notice is stored, the doorbell not rung yet
         await ring(parent)
 
 
-def finish(
-    session_id: str,
-    has_parent: bool,
-    status: str,
-    final_text: str,
-    error: str | None,
-    reason: str,
-    key: str,
-) -> str | None:
-    """Record how the session ended and why (the verdict classifies on the reason), and
-    the parent's notice; returns the parent to ring."""
+def _record_end(session_id: str, has_parent: bool, ending: Ending) -> str | None:
+    """Store the end and the parent's notice; returns the parent to ring."""
     svc = services()
-    fields: dict[str, Any] = {"status": status, "final_text": final_text}
-    if error:
-        fields["error"] = error
-    entry = {"status": status, "error": error, "reason": reason}
+    fields: dict[str, Any] = {"status": ending.status, "final_text": ending.final_text}
+    if ending.error:
+        fields["error"] = ending.error
+    entry = {"status": ending.status, "error": ending.error, "reason": ending.reason}
     notice = None
     if has_parent:
-        notice = parent_notice(svc.catalog.get_session(session_id), status, final_text)
-    svc.catalog.end_session(session_id, key, entry, notice, **fields)
+        child = svc.catalog.get_session(session_id)
+        notice = parent_notice(child, ending.status, ending.final_text)
+    svc.catalog.end_session(session_id, f"end:g{ending.generation}", entry, notice, **fields)
     svc.forget(session_id)
     return notice.session_id if notice is not None else None
 
