@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from swarmdeck import AgentSpec, Swarm
+from swarmdeck.catalog.catalog import Catalog
 from swarmdeck.errors import UsageError
 from swarmdeck.runtime.session import BATCH_MAX_SECONDS
 from swarmdeck.testing.script import FakeRequest, Reply
@@ -112,10 +113,19 @@ async def test_spawn_check_message_wait_cancel_list(swarm: Swarm, fake_llm, work
 
 
 async def test_limits_are_clear_tool_errors(swarm: Swarm, fake_llm, workdir: Path) -> None:
+    catalog = swarm.host.catalog
+
+    def middle_spawns_once_root_has_spawned(_req: FakeRequest) -> Reply:
+        # Ordering, not timing: both middles stay live until the root's third spawn is
+        # decided (a middle that had already finished would leave room for a third).
+        root = next(s for s in catalog.list_sessions() if s.task == "root job")
+        wait_for(lambda: len(_spawn_results(catalog, root.id)) == 3, timeout=30)
+        return calls(call("spawn_agent", task="leaf job"))
+
     script = Scripted(
         {
             "leaf job": Agent([text("leaf done")]),
-            "middle job": Agent([calls(call("spawn_agent", task="leaf job")), text("middle done")]),
+            "middle job": Agent([middle_spawns_once_root_has_spawned, text("middle done")]),
             "root job": Agent(
                 [
                     calls(
@@ -135,12 +145,7 @@ async def test_limits_are_clear_tool_errors(swarm: Swarm, fake_llm, workdir: Pat
     res = await session.result(timeout=30)
     assert res.status == "completed", res
 
-    catalog = swarm.host.catalog
-    spawns = [
-        e.payload
-        for e in catalog.events(session.id, kinds=["tool_result"])
-        if e.payload["name"] == "spawn_agent"
-    ]
+    spawns = _spawn_results(catalog, session.id)
     assert [s["is_error"] for s in spawns] == [False, False, True]
     assert spawns[2]["content"] == (
         "error: child limit: at most 2 live sub-agents; wait for or cancel some"
@@ -155,6 +160,14 @@ async def test_limits_are_clear_tool_errors(swarm: Swarm, fake_llm, workdir: Pat
             "error: depth limit: sessions may nest at most 1 levels below the root"
         )
         assert catalog.list_sessions(parent_id=middle.id) == []
+
+
+def _spawn_results(catalog: Catalog, session_id: str) -> list[dict]:
+    return [
+        e.payload
+        for e in catalog.events(session_id, kinds=["tool_result"])
+        if e.payload["name"] == "spawn_agent"
+    ]
 
 
 async def test_twenty_children_wake_idle_parent_once(

@@ -369,10 +369,10 @@ class Catalog:
                 found.extend(frontier)
         return found
 
-    def ancestor_ids(self, session_id: str, parent_id: str | None = None) -> list[str]:
-        """Parent, grandparent... up to the root (from `parent_id` when the caller knows it)."""
+    def ancestor_ids(self, session_id: str) -> list[str]:
+        """Parent, grandparent... up to the root."""
         found: list[str] = []
-        current = parent_id or self.get_session(session_id).parent_id
+        current = self.get_session(session_id).parent_id
         while current:
             found.append(current)
             current = self.get_session(current).parent_id

@@ -57,7 +57,8 @@ class _DBOSDurable:
             await DBOS.start_workflow_async(session_workflow, session_id, 0)
 
     async def send(self, session_id: str, message: Any, topic: str) -> None:
-        await DBOS.send_async(await _current_workflow(services(), session_id), message, topic)
+        generation = await _generation(services(), session_id)
+        await DBOS.send_async(workflow_id(session_id, generation), message, topic)
 
     async def restart_as_new(self, session_id: str, generation: int) -> None:
         nxt = await self.step("next_generation", _advance_generation, session_id, generation)
@@ -65,11 +66,10 @@ class _DBOSDurable:
             await DBOS.start_workflow_async(session_workflow, session_id, nxt)
 
 
-async def _current_workflow(svc: Services, session_id: str) -> str:
-    """The workflow id of the session's current generation (read off the loop: on
-    PostgreSQL a read is a network round trip)."""
-    record = await run_in_thread(svc.catalog.get_session, session_id)
-    return workflow_id(session_id, record.generation)
+async def _generation(svc: Services, session_id: str) -> int:
+    """The session's current generation (read off the loop: on PostgreSQL a read is a
+    network round trip)."""
+    return (await run_in_thread(svc.catalog.get_session, session_id)).generation
 
 
 def _advance_generation(session_id: str, current: int) -> int:
@@ -176,10 +176,7 @@ class Engine:
 
     async def current_workflow(self, session_id: str) -> str:
         """The workflow id of the session's current generation."""
-        return await _current_workflow(self.services, session_id)
-
-    async def _generation(self, session_id: str) -> int:
-        return (await run_in_thread(self.services.catalog.get_session, session_id)).generation
+        return workflow_id(session_id, await _generation(self.services, session_id))
 
     async def start_session(self, session_id: str) -> None:
         """Start the current generation's workflow unless it exists; an existing one is left
@@ -189,7 +186,7 @@ class Engine:
         only when this very call created its row (its creator token); for a row that was
         there already it returns a handle that polls.
         """
-        generation = await self._generation(session_id)
+        generation = await _generation(self.services, session_id)
         wf = workflow_id(session_id, generation)
         with SetWorkflowID(wf):
             self._handles[wf] = await DBOS.start_workflow_async(
@@ -198,7 +195,7 @@ class Engine:
 
     async def next_generation(self, session_id: str) -> None:
         """Retire the current workflow (cancelled if unfinished) and start the next one."""
-        current = await self._generation(session_id)
+        current = await _generation(self.services, session_id)
         old = workflow_id(session_id, current)
         if await self.workflow_status(old) in ("PENDING", "ENQUEUED"):
             await DBOS.cancel_workflow_async(old)

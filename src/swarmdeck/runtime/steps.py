@@ -78,8 +78,9 @@ def load_session(session_id: str, generation: int) -> dict[str, Any]:
         # Ended, or superseded by a newer generation before this one ever ran.
         return {"terminal": True, "status": record.status}
     taken = drain_inbox(session_id, f"g{generation}:start", None, record=True)
-    ancestors = svc.catalog.ancestor_ids(session_id, record.parent_id) if record.parent_id else []
-    chain = [record, *(svc.catalog.get_session(a) for a in ancestors)]
+    chain = [record]  # the session and its ancestors, whose budgets cover it too
+    while chain[-1].parent_id:
+        chain.append(svc.catalog.get_session(chain[-1].parent_id))
     info = {
         # The model ended its last turn and nothing came after it (a rolled-over generation).
         "resting": turns_done > 0 and not taken and model_resting(session_id),
