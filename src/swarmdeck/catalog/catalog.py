@@ -369,15 +369,6 @@ class Catalog:
                 found.extend(frontier)
         return found
 
-    def ancestor_ids(self, session_id: str) -> list[str]:
-        """Parent, grandparent... up to the root."""
-        found: list[str] = []
-        current = self.get_session(session_id).parent_id
-        while current:
-            found.append(current)
-            current = self.get_session(current).parent_id
-        return found
-
     def live_children(self, parent_id: str) -> int:
         """How many live children the parent has (terminal ones do not count)."""
         with self._reads.connect() as conn:

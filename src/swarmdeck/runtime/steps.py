@@ -78,9 +78,7 @@ def load_session(session_id: str, generation: int) -> dict[str, Any]:
         # Ended, or superseded by a newer generation before this one ever ran.
         return {"terminal": True, "status": record.status}
     taken = drain_inbox(session_id, f"g{generation}:start", None, record=True)
-    chain = [record]  # the session and its ancestors, whose budgets cover it too
-    while chain[-1].parent_id:
-        chain.append(svc.catalog.get_session(chain[-1].parent_id))
+    chain = _with_ancestors(record)
     info = {
         # The model ended its last turn and nothing came after it (a rolled-over generation).
         "resting": turns_done > 0 and not taken and model_resting(session_id),
@@ -100,6 +98,15 @@ def load_session(session_id: str, generation: int) -> dict[str, Any]:
     return svc.catalog.keep_generation_start(session_id, generation, info)
 
 
+def _with_ancestors(record: SessionRecord) -> list[SessionRecord]:
+    """The session, its parent, grandparent... up to the root: whose budgets cover it."""
+    catalog = services().catalog
+    chain = [record]
+    while chain[-1].parent_id:
+        chain.append(catalog.get_session(chain[-1].parent_id))
+    return chain
+
+
 def _budget(record: SessionRecord) -> dict[str, float]:
     budget = record.options.get("budget") or {}
     return {k: float(v) for k, v in budget.items() if k in BUDGET_KEYS and v is not None}
@@ -111,8 +118,8 @@ def check_budget(session_id: str) -> str | None:
     A child draws from its parent's budget: an ancestor's budget covers its whole subtree.
     """
     catalog = services().catalog
-    for sid in [session_id, *catalog.ancestor_ids(session_id)]:
-        budget = _budget(catalog.get_session(sid))
+    for record in _with_ancestors(catalog.get_session(session_id)):
+        budget, sid = _budget(record), record.id
         if not budget:
             continue
         used = catalog.usage_totals([sid, *catalog.descendant_ids(sid)])
