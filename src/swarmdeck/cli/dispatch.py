@@ -37,7 +37,7 @@ WorktreeOpt = Annotated[
 ]
 TimeoutOpt = Annotated[
     float | None,
-    typer.Option("--timeout", help="Wall-clock limit in seconds (default 1800; 0: none)."),
+    typer.Option("--timeout", min=0, help="Wall-clock limit in seconds (default 1800; 0: none)."),
 ]
 IdleTimeoutOpt = Annotated[
     float | None,
@@ -50,8 +50,35 @@ SessionOpt = Annotated[
     str | None, typer.Option("--session", help="With --mode resume: the session to continue.")
 ]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print what would run; call no model.")]
-MaxStepsOpt = Annotated[
-    int | None, typer.Option("--max-steps", help="Model turns allowed (default: the mode's cap).")
+MaxTurnsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-turns",
+        min=1,
+        help="Model turns allowed: the verdict's step_cap (default: the mode's cap; 50 for TASK).",
+    ),
+]
+# The old spelling: the verdict counts model turns as `steps`.
+MaxStepsOpt = Annotated[int | None, typer.Option("--max-steps", min=1, hidden=True)]
+MaxTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-tokens", min=1, help="Token budget (input + output); the run ends when spent."
+    ),
+]
+MaxCostOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--max-cost",
+        min=0,
+        help="Cost budget in USD (more than 0); needs a model with known prices.",
+    ),
+]
+MaxChildrenOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-children", min=0, help="Sub-agents the session may have live at once (default 50)."
+    ),
 ]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")]
 
@@ -92,6 +119,16 @@ class HumanCommand(PlannerCommand):
 FLAGS = {"timeout_s": "timeout", "idle_timeout_s": "idle-timeout", "progress": "quiet"}
 
 
+def turn_cap(max_turns: int | None, max_steps: int | None) -> int | None:
+    """--max-turns, or its old spelling --max-steps; both at once must agree."""
+    if max_turns is not None and max_steps is not None and max_turns != max_steps:
+        raise UsageError(
+            f"--max-turns {max_turns} and --max-steps {max_steps} disagree",
+            "pass --max-turns only (--max-steps is its old name)",
+        )
+    return max_turns if max_turns is not None else max_steps
+
+
 def dispatch_options(**values: Any) -> Any:
     """DispatchOptions from command-line values; a bad value is a one-line UsageError."""
     from swarmdeck.dispatch.plan import DispatchOptions
@@ -100,6 +137,7 @@ def dispatch_options(**values: Any) -> Any:
         raise UsageError("--provider is required", "e.g. --provider glm or --provider glm:glm-5.1")
     if not values.get("mode"):
         raise UsageError("--mode is required", "one of code, explore, test, review, resume")
+    values["max_turns"] = turn_cap(values.get("max_turns"), values.pop("max_steps", None))
     try:
         return DispatchOptions(**values)
     except ValidationError as exc:
@@ -206,8 +244,12 @@ def dispatch(
     idle_timeout: IdleTimeoutOpt = None,
     session: SessionOpt = None,
     dry_run: DryRunOpt = False,
-    max_steps: MaxStepsOpt = None,
+    max_turns: MaxTurnsOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    max_cost: MaxCostOpt = None,
+    max_children: MaxChildrenOpt = None,
     quiet: QuietOpt = False,
+    max_steps: MaxStepsOpt = None,
 ) -> None:
     """Run one bounded task on a worker. stdout: exactly two JSON lines, started and verdict."""
     contract_main(
@@ -222,7 +264,11 @@ def dispatch(
             "idle_timeout_s": idle_timeout,
             "session": session,
             "dry_run": dry_run,
+            "max_turns": max_turns,
             "max_steps": max_steps,
+            "max_tokens": max_tokens,
+            "max_cost": max_cost,
+            "max_children": max_children,
             "progress": not quiet,
         },
         started_line=True,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from swarmdeck.config import Settings, load_settings
 from swarmdeck.dispatch import guards
@@ -54,7 +54,12 @@ class Job(BaseModel):
     worktree: bool = False
     timeout_s: float | None = Field(default=None, ge=0, alias="timeout")
     idle_timeout_s: float | None = Field(default=None, ge=0, alias="idle_timeout")
-    max_steps: int | None = Field(default=None, ge=1)
+    # `max_steps` is the old name of `max_turns`, still read.
+    max_turns: int | None = Field(
+        default=None, ge=1, validation_alias=AliasChoices("max_turns", "max_steps")
+    )
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_cost: float | None = Field(default=None, gt=0)
     session: str | None = None
 
 
@@ -195,8 +200,13 @@ def dispatch_argv(job: Job, task_file: Path) -> list[str]:
         argv += ["--timeout", str(job.timeout_s)]
     if job.idle_timeout_s is not None:
         argv += ["--idle-timeout", str(job.idle_timeout_s)]
-    if job.max_steps is not None:
-        argv += ["--max-steps", str(job.max_steps)]
+    for flag, value in (
+        ("--max-turns", job.max_turns),
+        ("--max-tokens", job.max_tokens),
+        ("--max-cost", job.max_cost),
+    ):
+        if value is not None:
+            argv += [flag, str(value)]
     if job.session:
         argv += ["--session", job.session]
     return argv
@@ -366,7 +376,7 @@ class Fanout:
             exit_code=exit_code,
             timed_out="timeout" in reason,
             interrupted=self.interrupted,
-            step_cap=job.max_steps or get_mode(job.mode).step_cap,
+            step_cap=job.max_turns or get_mode(job.mode).step_cap,
             parse_state="unavailable",
             parse_error="result: the worker printed no verdict, so no result could be read.",
             stderr_tail=tail,

@@ -134,6 +134,7 @@ class Runner:
                         "max_turns": plan.step_cap,
                         "result_schema": plan.spec.name,
                         "one_shot": True,
+                        **plan.limit_options(),
                     },
                     session_id=session_id,
                 )
@@ -171,8 +172,16 @@ class Runner:
         assert record is not None
         events = host.catalog.events(record.id)
         turns = sum(1 for ev in events if ev.kind == "assistant")
-        # The runtime counts turns over the whole session; this run gets a fresh allowance.
+        # The runtime counts turns and spending over the whole session; this run gets a
+        # fresh allowance of each limit it sets.
         options = {**record.options, "max_turns": turns + self.plan.step_cap}
+        if self.plan.budget:
+            used = host.catalog.usage_totals([record.id])
+            spent = {"max_tokens": used.input + used.output, "max_cost": used.cost_usd or 0.0}
+            budget = {k: spent[k] + v for k, v in self.plan.budget.items()}
+            options["budget"] = {**(record.options.get("budget") or {}), **budget}
+        if self.plan.max_children is not None:
+            options["max_children"] = self.plan.max_children
         host.catalog.update_session(record.id, options=options, system_message=prompt)
         return max((ev.id for ev in events), default=0)
 
@@ -198,7 +207,8 @@ class Runner:
                 log.note(f"error: the run failed: {end.crash}")
             if end.kind is not None:
                 log.note(f"{end.kind.replace('_', ' ')}: stopping the session")
-                await self._cancel(host, sid, end.kind.replace("_", " "))
+                why = end.kind.replace("_", " ")
+                await stop_session(host, sid, f"{why}: stopped by swarmdeck")
             events = await asyncio.to_thread(host.catalog.events, sid, after_id=cursor)
             logged = {ev.id for ev in seen}
             for ev in events:
@@ -269,13 +279,6 @@ class Runner:
             if not outcome.done():
                 outcome.cancel()
 
-    async def _cancel(self, host: Any, sid: str, why: str) -> None:
-        """Stop the session's work; what was done stays in the catalog, resumable."""
-        # Cancelled steps make the engine log warnings; the verdict says what happened.
-        logging.getLogger("dbos").setLevel(logging.ERROR)
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(host.cancel(sid, f"{why}: stopped by swarmdeck"), CANCEL_WAIT_S)
-
     def _verdict(
         self,
         host: Any,
@@ -324,6 +327,14 @@ class Runner:
         verdict = build_verdict(facts)
         write_verdict_file(paths.verdict, verdict)
         return verdict
+
+
+async def stop_session(host: Any, session_id: str, why: str) -> None:
+    """Stop a session whose run is given up; what was done stays in the catalog, resumable."""
+    # Cancelled steps make the engine log warnings; the caller says what happened.
+    logging.getLogger("dbos").setLevel(logging.ERROR)
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(host.cancel(session_id, why), CANCEL_WAIT_S)
 
 
 def _title(task: str) -> str:
