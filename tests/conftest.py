@@ -16,8 +16,6 @@ import yaml
 from tests import pgcluster
 from tests.pgcluster import PgCluster
 
-pytest_plugins = ["swarmdeck.testing.pytest_plugin"]
-
 STORE_ENV = "SWARMDECK_STORE"
 # Set to 1 (as CI may) to fail instead of skip when no PostgreSQL cluster can be started.
 REQUIRE_PG_ENV = "SWARMDECK_REQUIRE_PG"
@@ -138,15 +136,24 @@ def cli_env(home: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def run_cli(home: Path, *args: str, timeout: float = 60, **env: str) -> CliResult:
-    """Run `python -m swarmdeck ARGS` as a real process."""
+def run_cli(
+    home: Path,
+    *args: str,
+    timeout: float = 60,
+    stdin_text: str | None = None,
+    wrapper: tuple[str, ...] = (),
+    **env: str,
+) -> CliResult:
+    """Run `python -m swarmdeck ARGS` as a real process (stdin empty unless `stdin_text`;
+    `wrapper` runs it under another command, such as bwrap)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "swarmdeck", *args],
+        [*wrapper, sys.executable, "-m", "swarmdeck", *args],
         env=cli_env(home, **env),
         capture_output=True,
         text=True,
         timeout=timeout,
-        stdin=subprocess.DEVNULL,
+        input=stdin_text,
+        stdin=subprocess.DEVNULL if stdin_text is None else None,
     )
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
 

@@ -58,9 +58,22 @@ class Settings:
         return self.home / "artifacts"
 
 
+def ensure_home(home: Path) -> Path:
+    """The home dir, created on first use; StoreError when it cannot be one."""
+    from swarmdeck.errors import StoreError
+
+    hint = f"set {HOME_ENV} to a writable directory"
+    if home.exists() and not home.is_dir():
+        raise StoreError(f"the swarmdeck home {home} is not a directory", hint)
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create the swarmdeck home {home}: {exc.strerror}", hint) from None
+    return home
+
+
 def load_settings() -> Settings:
     """Settings from the environment; the home dir is created on first use."""
-    home = home_dir()
-    home.mkdir(parents=True, exist_ok=True)
+    home = ensure_home(home_dir())
     store = os.environ.get(STORE_ENV) or f"sqlite:///{home / 'swarmdeck.sqlite'}"
     return Settings(home=home, store_url=store)

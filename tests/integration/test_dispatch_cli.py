@@ -320,7 +320,7 @@ def test_small_commands(sd_home: Path, tmp_path: Path) -> None:
         "init": invoke(sd_home, "init", "claude", "--target", str(target)),
         "logs": invoke(sd_home, "maintain", "logs", "--older-than-days", "30"),
         "runs": invoke(sd_home, "maintain", "runs", "--older-than-days", "30", "--keep", "5"),
-        "worktrees": invoke(sd_home, "maintain", "worktrees", "list"),
+        "worktrees": invoke(sd_home, "maintain", "worktrees", "ls"),
     }
     assert results["template"].code == 0 and "<FILL: the files, diff" in results["template"].stdout
     assert results["bad template"].code == 2 and "unknown mode" in results["bad template"].stderr

@@ -327,11 +327,11 @@ def test_resume_continues_the_code_session(world: dict[str, Any], case: str) -> 
 
 def test_worktrees_listed_and_removal_guarded(world: dict[str, Any]) -> None:
     home: Path = world["home"]
-    listing = json.loads(invoke(home, "maintain", "worktrees", "list", "--json").stdout)
+    listing = json.loads(invoke(home, "maintain", "worktrees", "ls", "--json").stdout)
     dirty = {w["path"] for w in listing if w["unintegrated"]}
     assert world["verdicts"]["code-valid"]["workdir"] in dirty  # it wrote NOTES.md and MORE.md
     assert world["verdicts"]["code-none"]["workdir"] not in dirty  # it wrote nothing
     target = world["verdicts"]["code-valid"]["workdir"]
-    refused = invoke(home, "maintain", "worktrees", "remove", target)
+    refused = invoke(home, "maintain", "worktrees", "rm", target)
     assert refused.code == 2 and "uncommitted changes" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1 and Path(target).exists()

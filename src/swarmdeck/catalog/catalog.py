@@ -14,7 +14,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from swarmdeck.catalog import schema, statements
-from swarmdeck.catalog.db import create_db_engine
+from swarmdeck.catalog.db import create_db_engine, is_store_failure, store_error
 from swarmdeck.catalog.records import (
     TERMINAL_STATUSES,
     EventRecord,
@@ -84,17 +84,26 @@ class Catalog:
 
     @classmethod
     def open(cls, store_url: str, redact: Redact = _identity) -> Catalog:
-        """Connect to the store and create the catalog tables if they are missing."""
-        engine = create_db_engine(store_url)
-        for attempt in range(5):
-            try:
-                schema.create_all(engine)
-                break
-            except (IntegrityError, ProgrammingError, OperationalError):
-                # Two processes creating tables at once: the loser retries and finds them.
-                if attempt == 4:
-                    raise
-                time.sleep(0.1 * (attempt + 1))
+        """Connect to the store and create the catalog tables if they are missing.
+
+        A store that cannot be used (corrupt, a directory, read-only, unreachable) is a
+        StoreError saying what to do; this is where every command opens it.
+        """
+        try:
+            engine = create_db_engine(store_url)
+            for attempt in range(5):
+                try:
+                    schema.create_all(engine)
+                    break
+                except (IntegrityError, ProgrammingError, OperationalError):
+                    # Two processes creating tables at once: the loser retries and finds them.
+                    if attempt == 4:
+                        raise
+                    time.sleep(0.1 * (attempt + 1))
+        except Exception as exc:
+            if is_store_failure(exc):
+                raise store_error(store_url, exc) from exc
+            raise
         return cls(engine, redact)
 
     def _json(self, value: Any) -> str:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DatabaseError, OperationalError
+
+from swarmdeck.errors import StoreError
 
 WAL_SWITCH_SECONDS = 30.0
 
@@ -96,3 +100,50 @@ def _switch_to_wal(engine: sa.Engine) -> None:
                 raise
         time.sleep(delay)
         delay = min(delay * 2, 0.5)
+
+
+# How to fix a store that cannot be opened; the store is never moved or rewritten for you.
+_STORE_HINT = "point SWARMDECK_STORE or SWARMDECK_HOME at a usable store"
+
+
+def shown_url(store_url: str) -> str:
+    """The store URL for a message: the password masked."""
+    try:
+        return make_url(store_url).render_as_string(hide_password=True)
+    except Exception:  # not a URL SQLAlchemy parses: show its scheme only
+        return store_url.split("://", 1)[0] + "://…"
+
+
+def store_error(store_url: str, exc: BaseException) -> StoreError:
+    """A one-line StoreError for a store that failed to open, saying what to do."""
+    detail = " ".join(str(getattr(exc, "orig", None) or exc).split())
+    path = sqlite_path(store_url)
+    if path is None:
+        return StoreError(
+            f"cannot open the store {shown_url(store_url)}: {detail[:200]}",
+            "is the server up and the URL right? check SWARMDECK_STORE",
+        )
+    if path.is_dir():
+        return StoreError(f"the store {path} is a directory, not a SQLite file", _STORE_HINT)
+    if isinstance(exc, OSError):
+        return StoreError(f"cannot create the store {path}: {exc.strerror or detail}", _STORE_HINT)
+    if "not a database" in detail:
+        return StoreError(
+            f"the store {path} is not a SQLite database (corrupt, or another file)",
+            f"move it away to start a fresh store, or {_STORE_HINT}",
+        )
+    readonly = "readonly" in detail or "read-only" in detail
+    if readonly or not os.access(path.parent, os.W_OK):
+        return StoreError(
+            f"the store {path} cannot be written: {path.parent} is read-only",
+            "make SWARMDECK_HOME writable, or set it to a writable directory",
+        )
+    return StoreError(f"cannot open the store {path}: {detail[:200]}", _STORE_HINT)
+
+
+def is_store_failure(exc: BaseException) -> bool:
+    """True for what opening a store raises when the store itself is unusable (not a bug of
+    ours: a ProgrammingError or IntegrityError is not one)."""
+    if isinstance(exc, OSError | OperationalError):
+        return True
+    return type(exc) is DatabaseError

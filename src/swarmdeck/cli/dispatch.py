@@ -293,7 +293,13 @@ def fanout(
         typer.Option("--job", help="PROVIDER:MODE:TASK_FILE; repeat for each job."),
     ] = None,
     jobs_file: Annotated[
-        Path | None, typer.Option("--jobs-file", help="A YAML file of jobs (see the docs).")
+        Path | None,
+        typer.Option(
+            "--jobs-file",
+            help="A YAML file: `jobs:` [{provider, mode, task_file or task, workdir, "
+            "worktree, timeout, max_turns...}] and optional `defaults:`. Format: "
+            "docs/fanout.md in the swarmdeck repository.",
+        ),
     ] = None,
     workdir: WorkdirOpt = None,
     worktree: Annotated[

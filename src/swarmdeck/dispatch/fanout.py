@@ -130,7 +130,10 @@ def _read_jobs_file(path: Path, defaults: dict[str, Any]) -> list[dict[str, Any]
     if isinstance(data, list):
         data = {"jobs": data}
     if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
-        raise UsageError(f"{path}: expected a mapping with a list under 'jobs'", "see the docs")
+        raise UsageError(
+            f"{path}: expected a mapping with a list under 'jobs'",
+            "the format is in docs/fanout.md of swarmdeck",
+        )
     file_defaults = data.get("defaults") or {}
     if not isinstance(file_defaults, dict):
         raise UsageError(f"{path}: 'defaults' must be a mapping", "fix the file")

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from swarmdeck.errors import UsageError
+from swarmdeck.errors import StoreError, UsageError
 
 DIR_MODE = 0o700
 # A run id becomes a directory name: no separators, no dot-only names, bounded length.
@@ -55,8 +55,14 @@ class RunDir:
                 hint="use letters, digits, '.', '_' or '-' (at most 128), no path separators",
             )
         runs_dir = Path(runs_dir)
-        runs_dir.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
         run = cls(runs_dir / run_id)
-        for path in (run.path, run.home, run.tmp):
-            _private_dir(path)
+        try:
+            runs_dir.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+            for path in (run.path, run.home, run.tmp):
+                _private_dir(path)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot create the run directory {run.path}: {exc.strerror or exc}",
+                "the swarmdeck home (SWARMDECK_HOME) must be a writable directory",
+            ) from None
         return run
