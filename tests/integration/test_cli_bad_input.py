@@ -46,6 +46,11 @@ def test_corrupt_store_is_refused_and_left_as_it_was(
     before = store.read_bytes()
     for args in (["sessions", "ls"], ["run", "t", "-m", "fake", "-C", str(workdir)]):
         one_line_exit_2(run_cli(sd_home, *args), "is not a SQLite database")
+    base = ["--provider", "fake", "--mode", "explore", "--workdir", str(workdir), "--task", "t"]
+    planner = run_cli(sd_home, "dispatch", *base)
+    one_line_exit_2(planner, "is not a SQLite database")
+    [line] = planner.stdout.splitlines()  # the contract's error line, not a traceback
+    assert json.loads(line)["type"] == "swarmdeck.error"
     assert store.read_bytes() == before and fake.requests == []
 
 
@@ -94,14 +99,20 @@ def test_read_only_home_refuses_writes_and_keeps_what_is_stored(
     assert first.code == 0, first.stderr
     [session] = json.loads(run_cli(sd_home, "sessions", "ls", "--json").stdout)
     assert run_cli(sd_home, "key", "set", "openai", stdin_text=KEY).code == 0
+    task = workdir.parent / "task.md"
+    task.write_text("look around")
     ro = _read_only_wrapper(sd_home)
     try:
+        job = ["fanout", "--job", f"fake:explore:{task}", "--workdir", str(workdir)]
+        fanout = run_cli(sd_home, *job, wrapper=ro)
         run = run_cli(sd_home, "run", "t2", "-m", "fake", "-C", str(workdir), wrapper=ro)
         send = run_cli(sd_home, "sessions", "send", session["id"], "more", wrapper=ro)
         key = run_cli(sd_home, "key", "set", "openai", stdin_text="sk-other-9876543210", wrapper=ro)
     finally:
         sd_home.chmod(0o755)
     one_line_exit_2(key, "cannot store the key in")
+    one_line_exit_2(fanout, "cannot create the fanout directory")
+    assert json.loads(fanout.stdout)["type"] == "swarmdeck.error"
     if store.is_postgres:
         # The store is the server's: only the run's own directory needs the home.
         one_line_exit_2(run, "cannot create the run directory")

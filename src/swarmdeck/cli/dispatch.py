@@ -324,8 +324,9 @@ def fanout(
                 timeout_s=timeout,
                 idle_timeout_s=idle_timeout,
             )
+            # Nothing is on stdout before the array: a refusal here still gets the error line.
+            verdicts = run_fanout(jobs, max_parallel=max_parallel)
         except SwarmdeckError as exc:
             fail(exc.message, exc.hint, json_line=True, out=_Emitter(out))
-        verdicts = run_fanout(jobs, max_parallel=max_parallel)
         out.emit(json.dumps(verdicts, ensure_ascii=False))
     sys.exit(0 if all(v.get("verdict") == "completed" for v in verdicts) else 3)

@@ -54,9 +54,9 @@ async def run_and_follow(host: Any, session_id: str, quiet: bool = False) -> dic
     return outcome.result() or {}
 
 
-def exit_code_for(status: str) -> int:
-    """0 for a completed session, 3 for one that ended otherwise."""
-    return 0 if status == "completed" else 3
+def exit_code_for(status: str, reason: str | None = None) -> int:
+    """0 for a completed session, 3 for one that ended otherwise or ran out of turns."""
+    return 0 if status == "completed" and reason != "step_cap" else 3
 
 
 @app.command(cls=HumanCommand)
@@ -180,5 +180,9 @@ def _run_short(
     if outcome is None:
         print(f"session {final.id}: {final.status} (timed out after {wall:g}s)", file=sys.stderr)
         sys.exit(EXIT_TIMEOUT)
-    print(f"session {final.id}: {final.status}", file=sys.stderr)
-    sys.exit(exit_code_for(outcome.get("status", final.status)))
+    reason = outcome.get("reason")
+    capped = (
+        f" (stopped at the step cap: {options['max_turns']} turns)" if reason == "step_cap" else ""
+    )
+    print(f"session {final.id}: {final.status}{capped}", file=sys.stderr)
+    sys.exit(exit_code_for(outcome.get("status", final.status), reason))

@@ -28,7 +28,7 @@ from swarmdeck.dispatch.verdict import (
     VERDICT_TYPE,
     Verdict,
 )
-from swarmdeck.errors import TaskRefusedError, UsageError
+from swarmdeck.errors import StoreError, TaskRefusedError, UsageError
 from swarmdeck.models.registry import ProviderRegistry
 from swarmdeck.secrets.redact import Redactor, load_redactor
 from swarmdeck.secrets.store import CredentialStore
@@ -231,7 +231,13 @@ class Fanout:
         dsettings = load_dispatch_settings(settings.home)
         self.default_timeout = dsettings.timeout_s
         self.dir = settings.runs_dir / f"fanout-{int(time.time() * 1000):x}-{os.getpid()}"
-        self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot create the fanout directory {self.dir}: {exc.strerror or exc}",
+                "the swarmdeck home (SWARMDECK_HOME) must be a writable directory",
+            ) from None
         self.procs: dict[int, asyncio.subprocess.Process] = {}
         self.interrupted = False
 
