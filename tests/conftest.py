@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,6 +157,13 @@ def run_cli(
         stdin=subprocess.DEVNULL if stdin_text is None else None,
     )
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+def in_parallel(calls: dict[str, Callable[[], CliResult]]) -> dict[str, CliResult]:
+    """Run independent CLI calls at once (each is a process; the GIL is not in the way)."""
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        futures = {name: pool.submit(fn) for name, fn in calls.items()}
+        return {name: f.result() for name, f in futures.items()}
 
 
 @pytest.fixture

@@ -10,13 +10,14 @@ import shutil
 import socket
 import subprocess
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from swarmdeck.secrets.store import CredentialStore
 from swarmdeck.testing.fake_llm import FakeLLM
-from tests.conftest import CliResult, Store, run_cli, write_provider
+from tests.conftest import CliResult, Store, in_parallel, run_cli, write_provider
 
 KEY = "sk-first-key-0123456789abcdef"
 ANSWER = {"scenarios": [{"turns": [{"text": "Done."}]}]}
@@ -102,14 +103,20 @@ def test_read_only_home_refuses_writes_and_keeps_what_is_stored(
     task = workdir.parent / "task.md"
     task.write_text("look around")
     ro = _read_only_wrapper(sd_home)
+    job = ["fanout", "--job", f"fake:explore:{task}", "--workdir", str(workdir)]
+    calls = {
+        "fanout": partial(run_cli, sd_home, *job, wrapper=ro),
+        "run": partial(run_cli, sd_home, "run", "t2", "-m", "fake", "-C", str(workdir), wrapper=ro),
+        "send": partial(run_cli, sd_home, "sessions", "send", session["id"], "more", wrapper=ro),
+        "key": partial(
+            run_cli, sd_home, "key", "set", "openai", stdin_text="sk-other-9876543210", wrapper=ro
+        ),
+    }
     try:
-        job = ["fanout", "--job", f"fake:explore:{task}", "--workdir", str(workdir)]
-        fanout = run_cli(sd_home, *job, wrapper=ro)
-        run = run_cli(sd_home, "run", "t2", "-m", "fake", "-C", str(workdir), wrapper=ro)
-        send = run_cli(sd_home, "sessions", "send", session["id"], "more", wrapper=ro)
-        key = run_cli(sd_home, "key", "set", "openai", stdin_text="sk-other-9876543210", wrapper=ro)
+        results = in_parallel(calls)
     finally:
         sd_home.chmod(0o755)
+    fanout, run, send, key = (results[name] for name in ("fanout", "run", "send", "key"))
     one_line_exit_2(key, "cannot store the key in")
     one_line_exit_2(fanout, "cannot create the fanout directory")
     assert json.loads(fanout.stdout)["type"] == "swarmdeck.error"
@@ -161,10 +168,12 @@ def test_values_that_must_be_refused(sd_home: Path, workdir: Path, fake: FakeLLM
         "unknown status": (["sessions", "ls", "--status", "done"], "unknown status 'done'"),
         "zero limit": (["sessions", "ls", "--limit", "0"], "--limit"),
     }
-    for name, (args, needle) in cases.items():
-        res = run_cli(sd_home, *args)
-        assert res.code == 2, (name, res.stderr)
-        one_line_exit_2(res, needle)
+    results = in_parallel(
+        {name: partial(run_cli, sd_home, *args) for name, (args, _) in cases.items()}
+    )
+    for name, (_, needle) in cases.items():
+        assert results[name].code == 2, (name, results[name].stderr)
+        one_line_exit_2(results[name], needle)
     assert fake.requests == []
 
 

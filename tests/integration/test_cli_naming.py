@@ -4,12 +4,13 @@ help."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import typer
 
 from swarmdeck.cli.app import _register, app
-from tests.conftest import run_cli
+from tests.conftest import in_parallel, run_cli
 
 # Names that mean ls, show or rm in another spelling.
 STRAGGLERS = {"list", "remove", "delete", "del", "info", "describe", "get-all", "inspect"}
@@ -41,15 +42,24 @@ def test_no_group_spells_ls_show_or_rm_another_way() -> None:
 
 
 def test_old_names_still_work_but_are_not_advertised(sd_home: Path, tmp_path: Path) -> None:
-    help_text = run_cli(sd_home, "maintain", "worktrees", "--help").stdout
-    listed = [line.strip("│ ").split(" ", 1)[0] for line in help_text.splitlines()]
+    nope = str(tmp_path / "nope")
+    calls = {
+        "help": partial(run_cli, sd_home, "maintain", "worktrees", "--help"),
+        "list": partial(run_cli, sd_home, "maintain", "worktrees", "list"),
+        "ls": partial(run_cli, sd_home, "maintain", "worktrees", "ls"),
+        "rm": partial(run_cli, sd_home, "maintain", "worktrees", "rm", nope),
+        "remove": partial(run_cli, sd_home, "maintain", "worktrees", "remove", nope),
+        "run": partial(run_cli, sd_home, "run", "--help", COLUMNS="200"),
+        "dispatch": partial(run_cli, sd_home, "dispatch", "--help", COLUMNS="200"),
+    }
+    results = in_parallel(calls)
+    listed = [line.strip("│ ").split(" ", 1)[0] for line in results["help"].stdout.splitlines()]
     assert "ls" in listed and "rm" in listed
     assert "list" not in listed and "remove" not in listed
-    assert run_cli(sd_home, "maintain", "worktrees", "list").stdout.strip() == "no worktrees"
-    assert run_cli(sd_home, "maintain", "worktrees", "ls").stdout.strip() == "no worktrees"
+    assert results["list"].stdout.strip() == results["ls"].stdout.strip() == "no worktrees"
     for name in ("rm", "remove"):
-        res = run_cli(sd_home, "maintain", "worktrees", name, str(tmp_path / "nope"))
+        res = results[name]
         assert res.code == 2 and "is not a swarmdeck worktree" in res.stderr, (name, res.stderr)
     for command in ("run", "dispatch"):
-        text = run_cli(sd_home, command, "--help", COLUMNS="200").stdout
+        text = results[command].stdout
         assert "--max-turns" in text and "--max-steps" not in text, command

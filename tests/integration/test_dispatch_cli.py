@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ import pytest
 from swarmdeck.dispatch.modes import RESULT_EXAMPLES
 from swarmdeck.testing.fake_llm import FakeLLM
 from swarmdeck.testing.script import FakeRequest, Reply, ReplyToolCall, Script
-from tests.conftest import CliResult, cli_env, run_cli, write_provider
+from tests.conftest import CliResult, cli_env, in_parallel, run_cli, write_provider
 from tests.integration.test_dispatch_modes import invoke
 
 EXPLORE = RESULT_EXAMPLES["explore"][0]
@@ -89,12 +88,6 @@ def dispatch(
 
 def lines(res: CliResult) -> list[dict[str, Any]]:
     return [json.loads(line) for line in res.stdout.splitlines()]
-
-
-def in_parallel(calls: dict[str, Any]) -> dict[str, CliResult]:
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        futures = {name: pool.submit(fn) for name, fn in calls.items()}
-        return {name: f.result() for name, f in futures.items()}
 
 
 def test_two_lines_then_the_files_they_name(sd_home: Path, workdir: Path, fake: FakeLLM) -> None:

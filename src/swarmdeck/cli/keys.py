@@ -54,6 +54,8 @@ def _key_from_stdin(provider: str) -> str:
     """The one line piped in; more than one is refused (which of them is the key?)."""
     from swarmdeck.secrets.store import MAX_KEY_BYTES
 
+    if sys.stdin.isatty():  # typed with --stdin: the line ends at Enter
+        return sys.stdin.readline().strip()
     lines = [line.strip() for line in sys.stdin.read(MAX_KEY_BYTES + 1).splitlines()]
     lines = [line for line in lines if line]
     if len(lines) > 1:
