@@ -76,6 +76,10 @@ def test_unreachable_postgres_names_no_password(sd_home: Path) -> None:
     res = run_cli(sd_home, "sessions", "ls", SWARMDECK_STORE=url)
     one_line_exit_2(res, "cannot open the store postgresql://sd:***@127.0.0.1:9/sd")
     assert "hunter2" not in res.stderr
+    in_query = "postgresql://sd@127.0.0.1:9/sd?password=hunter3-secret&sslmode=disable"
+    res = run_cli(sd_home, "sessions", "ls", SWARMDECK_STORE=in_query)
+    one_line_exit_2(res, "cannot open the store postgresql://sd@127.0.0.1:9/sd:")
+    assert "hunter3" not in res.stderr
 
 
 def _read_only_wrapper(path: Path) -> tuple[str, ...]:

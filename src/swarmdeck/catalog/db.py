@@ -107,9 +107,10 @@ _STORE_HINT = "point SWARMDECK_STORE or SWARMDECK_HOME at a usable store"
 
 
 def shown_url(store_url: str) -> str:
-    """The store URL for a message: the password masked."""
+    """The store URL for a message: the password masked, the query (which may hold one
+    too) left out."""
     try:
-        return make_url(store_url).render_as_string(hide_password=True)
+        return make_url(store_url).set(query={}).render_as_string(hide_password=True)
     except Exception:  # not a URL SQLAlchemy parses: show its scheme only
         return store_url.split("://", 1)[0] + "://…"
 
@@ -119,6 +120,8 @@ def store_error(store_url: str, exc: BaseException) -> StoreError:
     detail = " ".join(str(getattr(exc, "orig", None) or exc).split())
     path = sqlite_path(store_url)
     if path is None:
+        for secret in _secrets_of(store_url):  # a driver may echo what it was given
+            detail = detail.replace(secret, "***")
         return StoreError(
             f"cannot open the store {shown_url(store_url)}: {detail[:200]}",
             "is the server up and the URL right? check SWARMDECK_STORE",
@@ -139,6 +142,16 @@ def store_error(store_url: str, exc: BaseException) -> StoreError:
             "make SWARMDECK_HOME writable, or set it to a writable directory",
         )
     return StoreError(f"cannot open the store {path}: {detail[:200]}", _STORE_HINT)
+
+
+def _secrets_of(store_url: str) -> list[str]:
+    try:
+        url = make_url(store_url)
+    except Exception:
+        return []
+    found = [str(url.password)] if url.password else []
+    found += [str(v) for k, v in url.query.items() if "pass" in k.lower() and v]
+    return [s for s in found if len(s) >= 3]
 
 
 def is_store_failure(exc: BaseException) -> bool:
