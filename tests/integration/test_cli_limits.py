@@ -90,6 +90,19 @@ def test_token_budget_ends_run_and_dispatch(sd_home: Path, workdir: Path, fake: 
     assert v["tokens"]["input"] + v["tokens"]["output"] >= 1
 
 
+def test_a_resume_gets_a_fresh_token_allowance(sd_home: Path, workdir: Path, fake: FakeLLM) -> None:
+    base = ["dispatch", "--provider", "fake", "--max-tokens", "1"]
+    first = run_cli(sd_home, *base, "--mode", "code", "--workdir", str(workdir),
+                    "--task", "LOOP d", timeout=120)  # fmt: skip
+    v = verdict_of(first)
+    assert (v["verdict"], v["steps"]) == ("budget_exceeded", 1), first.stderr
+    again = run_cli(sd_home, *base, "--mode", "resume", "--session", v["session_id"],
+                    "--task", "go on", timeout=120)  # fmt: skip
+    resumed = verdict_of(again)
+    # The first run's tokens do not count against this run's allowance: one more turn.
+    assert (resumed["verdict"], resumed["steps"]) == ("budget_exceeded", 1), again.stderr
+
+
 def test_cost_budget_needs_prices_and_then_holds(
     sd_home: Path, workdir: Path, fake: FakeLLM
 ) -> None:
