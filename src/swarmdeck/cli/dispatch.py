@@ -54,6 +54,13 @@ MaxStepsOpt = Annotated[
     int | None, typer.Option("--max-steps", help="Model turns allowed (default: the mode's cap).")
 ]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")]
+NoSandboxOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-sandbox",
+        help="Code/resume: run shell tools without a sandbox (where none works they refuse).",
+    ),
+]
 
 
 def fail(message: str, hint: str, *, json_line: bool, out: Any = None) -> NoReturn:
@@ -126,7 +133,7 @@ def run_contract(out: ContractStdout, opts: Any, *, started_line: bool) -> int:
         else:
             print(
                 f"swarmdeck: run {started.run_id} · {started.mode} on {started.model} · "
-                f"log {started.log_path}",
+                f"sandbox {started.sandbox} · log {started.log_path}",
                 file=sys.stderr,
             )
 
@@ -208,6 +215,7 @@ def dispatch(
     dry_run: DryRunOpt = False,
     max_steps: MaxStepsOpt = None,
     quiet: QuietOpt = False,
+    no_sandbox: NoSandboxOpt = False,
 ) -> None:
     """Run one bounded task on a worker. stdout: exactly two JSON lines, started and verdict."""
     contract_main(
@@ -224,6 +232,7 @@ def dispatch(
             "dry_run": dry_run,
             "max_steps": max_steps,
             "progress": not quiet,
+            "no_sandbox": no_sandbox,
         },
         started_line=True,
         json_errors=True,

@@ -22,6 +22,7 @@ from swarmdeck.cli.dispatch import (
     IdleTimeoutOpt,
     MaxStepsOpt,
     ModeOpt,
+    NoSandboxOpt,
     ProviderOpt,
     QuietOpt,
     SessionOpt,
@@ -76,6 +77,7 @@ def run(
     max_turns: Annotated[
         int | None, typer.Option(help="Short form: stop after this many model turns.")
     ] = None,
+    no_sandbox: NoSandboxOpt = False,
 ) -> None:
     """Run one task with progress on stderr; ends with the verdict (or, short form, the answer)."""
     if task_text is not None and task is None and task_file is None:
@@ -88,9 +90,10 @@ def run(
             task_text,
             model or "openai",
             workdir or Path("."),
-            mode or "agent",
+            mode,
             max_turns or LEGACY_MAX_TURNS,
             quiet,
+            no_sandbox,
         )
         return
     if task_text is not None:
@@ -111,6 +114,7 @@ def run(
             "dry_run": dry_run,
             "max_steps": max_steps or max_turns,
             "progress": not quiet,
+            "no_sandbox": no_sandbox,
             "timeout_exit_code": EXIT_TIMEOUT,
         },
         started_line=False,
@@ -118,15 +122,60 @@ def run(
     )
 
 
+def _short_form_tools(mode: str | None, no_sandbox: bool) -> tuple[str, list[str] | None]:
+    """The session mode and tools of a short-form run; without --mode it only reads."""
+    from swarmdeck.dispatch.modes import MODES, SUBMIT
+    from swarmdeck.tools.base import READ_ONLY_MODES
+
+    if mode is None:
+        print(
+            "swarmdeck: read-only run with explore's tools (pass --mode code to let the "
+            "agent change files)",
+            file=sys.stderr,
+        )
+    chosen = mode or "explore"
+    if no_sandbox and chosen in READ_ONLY_MODES:
+        raise UsageError(
+            f"--no-sandbox does not apply to {chosen} mode",
+            "read-only runs use the shell only inside a sandbox; pass --mode code",
+        )
+    if mode is None:
+        return chosen, [t for t in MODES["explore"].tools if t != SUBMIT]
+    return chosen, None
+
+
 def _run_short(
-    task: str, model: str, workdir: Path, mode: str, max_turns: int, quiet: bool
+    task: str,
+    model: str,
+    workdir: Path,
+    mode: str | None,
+    max_turns: int,
+    quiet: bool,
+    no_sandbox: bool,
 ) -> None:
     """A plain agent session: the final answer on stdout."""
     from swarmdeck.models.reach import check_reachable
     from swarmdeck.runtime.host import Host, SessionRequest
+    from swarmdeck.tools.base import READ_ONLY_MODES
+    from swarmdeck.tools.sandbox import sandbox_in_force, sandbox_warning
 
+    session_mode, tool_names = _short_form_tools(mode, no_sandbox)
     host = Host()
-    request = SessionRequest(task, model, workdir, mode=mode, options={"max_turns": max_turns})
+    opted_out = no_sandbox or host.settings.no_sandbox
+    sandbox = sandbox_in_force(opted_out)
+    if not sandbox.available:
+        read_only = session_mode in READ_ONLY_MODES
+        print(
+            f"swarmdeck: {sandbox_warning(read_only, sandbox.reason, opted_out)}", file=sys.stderr
+        )
+    request = SessionRequest(
+        task,
+        model,
+        workdir,
+        mode=session_mode,
+        tool_names=tool_names,
+        options={"max_turns": max_turns, "no_sandbox": no_sandbox},
+    )
     host.check_request(request)
     config, _ = host.services.provider_for(model)
     asyncio.run(check_reachable(config.base_url, config.key))
