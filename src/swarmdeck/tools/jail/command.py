@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -33,8 +32,8 @@ def launcher_argv(
     hidden_paths: Sequence[Path],
     extra_writable: Sequence[Path] = (),
 ) -> list[str]:
-    """`python -I -S launcher.py SPEC -- argv`, with Landlock rules when `landlock`."""
-    rules = None
+    """`python -I -S launcher.py OPTIONS -- argv`, with Landlock rules when `landlock`."""
+    options = ["--network"] if network else []
     if landlock:
         rules = landlock_rules(
             workdir=workdir,
@@ -43,8 +42,9 @@ def launcher_argv(
             hidden_paths=hidden_paths,
             extra_writable=extra_writable,
         )
-    spec = json.dumps({"landlock": rules, "network": network})
-    return [sys.executable, "-I", "-S", str(LAUNCHER), spec, "--", *argv]
+        options.append("--landlock")
+        options += [f"--{kind}={path}" for kind, paths in rules.items() for path in paths]
+    return [sys.executable, "-I", "-S", str(LAUNCHER), *options, "--", *argv]
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -83,7 +83,7 @@ def landlock_rules(
         secrets = [p for p in _top_level(workdir) if p.is_file() and credential_reason(p)]
         listable.append(str(workdir))
         read += [str(p) for p in grants_excluding(workdir, [*hidden, *secrets])]
-    return {"read": read, "write": write, "list": listable, "devices": list(DEVICES)}
+    return {"read": read, "write": write, "list": listable, "device": list(DEVICES)}
 
 
 def _top_level(folder: Path) -> list[Path]:

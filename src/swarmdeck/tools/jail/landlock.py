@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-from collections.abc import Iterable
 
 # Syscall numbers are the same on every architecture (added after the tables were unified).
 SYS_CREATE_RULESET = 444
@@ -90,10 +89,10 @@ def fs_rights(abi: int) -> int:
 
 def restrict_self(
     *,
-    read: Iterable[str],
-    write: Iterable[str],
-    listable: Iterable[str] = (),
-    devices: Iterable[str] = (),
+    read: list[str],
+    write: list[str],
+    listable: list[str],
+    devices: list[str],
     network: bool,
 ) -> int:
     """Confine this process and its future children; returns the ABI used.

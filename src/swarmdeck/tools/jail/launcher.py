@@ -1,11 +1,12 @@
 """Runs one tool command outside bubblewrap: confined by Landlock when asked, and supervised
 so that nothing it starts outlives it.
 
-Usage: python -I -S launcher.py SPEC_JSON -- PROGRAM ARGS...
+Usage: python -I -S launcher.py [--network] [--landlock] [--read=PATH | --write=PATH |
+--list=PATH | --device=PATH]... -- PROGRAM ARGS...
 
-SPEC_JSON: {"landlock": {"read": [...], "write": [...], "devices": [...]} or null,
-"network": bool}. Standard library only, and run by file path, so starting it costs an
-interpreter start and nothing of swarmdeck.
+Standard library only, few imports (no json, no re: each costs milliseconds at every tool
+call), and run by file path: starting it costs an interpreter start and nothing of
+swarmdeck.
 
 The launcher is a child subreaper: a daemon the command starts (even one that called
 setsid and left the process group) is reparented to it, and is killed when the command
@@ -15,9 +16,7 @@ command gets SIGKILL (parent-death signal).
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
-import json
 import os
 import signal
 import sys
@@ -82,27 +81,40 @@ def _drop_capabilities() -> None:
     _libc.capset(ctypes.byref(_CapHeader(CAP_VERSION_3, 0)), data)
 
 
-def _confine(spec: dict) -> None:
+def parse(argv: list[str]) -> tuple[dict[str, list[str]], list[str]]:
+    """The options before `--` (each a list of values; a flag's is [""]), and the command."""
+    options: dict[str, list[str]] = {}
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            return options, argv[i + 1 :]
+        if not arg.startswith("--"):
+            break
+        name, _, value = arg[2:].partition("=")
+        options.setdefault(name, []).append(value)
+    raise SystemExit("usage: launcher.py [OPTIONS] -- PROGRAM ARGS...")
+
+
+def _confine(options: dict[str, list[str]]) -> None:
     """In the child, before exec: no network, Landlock, no capabilities."""
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if not spec.get("network"):
+    network = "network" in options
+    if not network:
         _new_network_namespace()
-    rules = spec.get("landlock")
-    if rules is not None:
+    if "landlock" in options:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        import landlock
+        import landlock  # a sibling file, found by path
 
         landlock.restrict_self(
-            read=rules["read"],
-            write=rules["write"],
-            listable=rules["list"],
-            devices=rules["devices"],
-            network=bool(spec.get("network")),
+            read=options.get("read", []),
+            write=options.get("write", []),
+            listable=options.get("list", []),
+            devices=options.get("device", []),
+            network=network,
         )
     _drop_capabilities()
 
 
-def _run_child(spec: dict, argv: list[str]) -> None:
+def _run_child(spec: dict[str, list[str]], argv: list[str]) -> None:
     for sig in (signal.SIGPIPE, signal.SIGXFSZ, *STOP_SIGNALS):
         signal.signal(sig, signal.SIG_DFL)
     try:
@@ -145,8 +157,10 @@ def children() -> list[int]:
 
 def _kill_children() -> None:
     for pid in children():
-        with contextlib.suppress(ProcessLookupError):
+        try:  # noqa: SIM105 - contextlib costs an import at every tool call
             os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def _supervise(main_pid: int) -> int:
@@ -172,10 +186,9 @@ def _supervise(main_pid: int) -> int:
 
 def main(argv: list[str]) -> None:
     """Launch, confine and supervise one command; exit as it exited."""
-    if len(argv) < 4 or argv[2] != "--":
-        os.write(2, b"usage: launcher.py SPEC_JSON -- PROGRAM ARGS...\n")
-        os._exit(2)
-    spec = json.loads(argv[1])
+    options, command = parse(argv[1:])
+    if not command:
+        raise SystemExit("usage: launcher.py [OPTIONS] -- PROGRAM ARGS...")
     parent = os.getppid()
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent:  # the caller died before the line above
@@ -183,11 +196,14 @@ def main(argv: list[str]) -> None:
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     pid = os.fork()
     if pid == 0:
-        _run_child(spec, argv[3:])
+        _run_child(options, command)
     status = _supervise(pid)
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        signal.signal(sig, signal.SIG_DFL)
+        try:  # noqa: SIM105
+            signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):  # SIGKILL has no handler to reset
+            pass
         os.kill(os.getpid(), sig)
     os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
 
