@@ -68,14 +68,33 @@ def _unique_str(items: list[str]) -> list[str]:
 
 
 def interpreter_dirs() -> list[Path]:
-    """The interpreter's install dirs and import path (a venv, an editable checkout),
-    outermost only, real paths: a tool running Python needs them read-only."""
+    """The interpreter's install dirs (a venv, its base) and the dirs its site-packages'
+    .pth files add (an editable checkout), outermost only, real paths: a tool running
+    Python needs them read-only. Not sys.path as a whole: a script's own dir (the user's
+    home, /tmp) would bring everything beside it."""
     candidates = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix]
-    candidates += [p for p in sys.path if p and os.path.isabs(p)]
+    candidates += _pth_dirs()
     dirs = {_real(p) for p in candidates if os.path.isdir(p)}
     system = [_real(d) for d in SYSTEM_DIRS]
     dirs = {d for d in dirs if not any(d.is_relative_to(s) for s in system) and d != Path("/")}
     return sorted(d for d in dirs if not any(d != o and d.is_relative_to(o) for o in dirs))
+
+
+def _pth_dirs() -> list[str]:
+    """Absolute dirs named by the .pth files of the interpreter's site-packages."""
+    found: list[str] = []
+    for site_dir in {p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)}:
+        for name in os.listdir(site_dir):
+            if not name.endswith(".pth"):
+                continue
+            try:
+                lines = (Path(site_dir) / name).read_text(encoding="utf-8").splitlines()
+            except (OSError, UnicodeDecodeError):
+                continue
+            found += [
+                ln.strip() for ln in lines if ln.startswith("/") and os.path.isdir(ln.strip())
+            ]
+    return found
 
 
 def system_dirs() -> list[Path]:
