@@ -8,6 +8,7 @@ import base64
 import os
 import shutil
 import socket
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -141,17 +142,36 @@ async def test_encodings_of_the_key_file_never_come_back(
             assert "exit_code: 0" not in text, text  # the file is not there, or not readable
 
 
-async def test_proc_environ_of_the_parent_holds_no_secret(
-    sandbox_kind: str, box: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+_PARENT = """
+import asyncio, json, sys
+from pathlib import Path
+from swarmdeck.tools.base import ToolContext
+from swarmdeck.tools.builtins.shell import SHELL_TOOL
+
+work, run, script = sys.argv[1:4]
+ctx = ToolContext("s1", Path(work), "code", Path(run), services={"no_sandbox": True})
+out = asyncio.run(SHELL_TOOL.call(ctx, json.dumps({"argv": ["sh", "-c", script]})))
+print(out.content)
+"""
+
+
+def test_proc_environ_of_the_parent_holds_no_secret(
+    sandbox_kind: str, box: dict[str, Path]
 ) -> None:
-    monkeypatch.setenv("SWARMDECK_TEST_PARENT_SECRET", "parent-only-" + "x1" * 10)
-    ctx = _ctx(box, "code", no_sandbox=True)
-    out = await call(SHELL_TOOL, ctx, argv=["sh", "-c", "cat /proc/$PPID/environ"])
-    assert "parent-only-" not in out.content
+    """The worker was started with a secret in its environment (as a user who exported a
+    key starts it): neither the tool's parent nor the worker shows it."""
+    secret = "parent-only-" + "x1" * 10
+    env = {**os.environ, "SWARMDECK_TEST_PARENT_SECRET": secret}
+    scripts = ["cat /proc/$PPID/environ"]
     if sandbox_kind != "none":
-        # The worker's own environment: another pid namespace, or no /proc at all.
-        direct = await call(SHELL_TOOL, ctx, argv=["sh", "-c", f"cat /proc/{os.getpid()}/environ"])
-        assert "parent-only-" not in direct.content and "exit_code: 0" not in direct.content
+        scripts.append("cat /proc/$PPID/environ; p=$(cut -d' ' -f4 /proc/$PPID/stat); "
+                       "cat /proc/$p/environ")  # fmt: skip
+    for script in scripts:
+        out = subprocess.run(
+            [sys.executable, "-c", _PARENT, str(box["work"]), str(box["run"]), script],
+            env=env, capture_output=True, text=True, timeout=60, check=True,
+        )  # fmt: skip
+        assert secret not in out.stdout and "exit_code:" in out.stdout, out.stdout + out.stderr
 
 
 # --- processes --------------------------------------------------------------------------------

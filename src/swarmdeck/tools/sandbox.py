@@ -43,7 +43,7 @@ SECRET_NAME_RE = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.I
 DRAIN_GRACE_S = 1.0
 # How long a stopped process may take to end, and the longest poll interval.
 REAP_GRACE_S = 5.0
-POLL_MAX_S = 0.05
+POLL_MAX_S = 0.01
 READ_CHUNK = 65_536
 
 
