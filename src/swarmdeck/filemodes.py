@@ -33,12 +33,18 @@ def private_dir(path: Path) -> Path:
 
 
 def private_file(path: Path) -> Path:
-    """Create `path` empty if missing, and set it to 0600 (an existing file is kept)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+    """Create `path` empty and 0600 if missing, else set it to 0600.
+
+    An existing file is never opened: closing any descriptor of a SQLite file drops the
+    locks its connections in this process hold (POSIX locks are per process), and a
+    store whose locks vanish under a writer gets corrupted.
+    """
     try:
-        os.fchmod(fd, FILE_MODE)
-    finally:
-        os.close(fd)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
+    except FileExistsError:
+        os.chmod(path, FILE_MODE)
+        return path
+    os.close(fd)
     return path
 
 

@@ -4,6 +4,8 @@ unavailable with SWARMDECK_SANDBOX). A kind that does not work on this machine s
 from __future__ import annotations
 
 import json
+import socket
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,3 +41,12 @@ def tool_ctx(workdir: Path, run_dir: Path, mode: str, **services: Any) -> ToolCo
 async def call(tool: Any, ctx: ToolContext, **args: Any) -> ToolOutcome:
     """Call a tool the way a session does, with JSON arguments."""
     return await tool.call(ctx, json.dumps(args))
+
+
+@pytest.fixture
+def listener() -> Iterator[int]:
+    """A listening loopback socket; connect() succeeds on its backlog without accept()."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(8)
+        yield srv.getsockname()[1]

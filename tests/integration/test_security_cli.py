@@ -155,6 +155,8 @@ def test_a_short_form_run_only_reads_unless_told(
     if given is None:
         assert "read-only run with explore's tools" in res.stderr
         assert not (workdir / "new.txt").exists()
-        assert _offered(fake) <= {"read_file", "list_dir", "grep", "shell"}
+        offered = _offered(fake)
+        assert {"read_file", "grep"} <= offered and "write_file" not in offered
+        assert ("shell" in offered) is (sandbox_kind != "none")
     else:
         assert (workdir / "new.txt").read_text() == "x"

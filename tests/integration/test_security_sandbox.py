@@ -7,10 +7,8 @@ import asyncio
 import base64
 import os
 import shutil
-import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,9 +18,9 @@ from swarmdeck.tools.base import READ_ONLY_MODES
 from swarmdeck.tools.builtins.shell import SHELL_TOOL
 from swarmdeck.tools.sandbox import SandboxInfo, _probe_bwrap, detect_sandbox, run_command
 from swarmdeck.workspace.rundir import RunDir
-from tests.integration.sandboxes import call, sandbox_kind, tool_ctx
+from tests.integration.sandboxes import call, listener, sandbox_kind, tool_ctx
 
-__all__ = ["sandbox_kind"]
+__all__ = ["listener", "sandbox_kind"]
 
 KEY = "sk-sec10-" + "q7Zr" * 8
 READ_ONLY = sorted(READ_ONLY_MODES)
@@ -43,15 +41,6 @@ def box(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     outside.write_text("OUTSIDE-CONTENT\n")
     run = RunDir.create(home / "runs", "run-1").path
     return {"home": home, "work": work, "run": run, "outside": outside, "tmp": tmp_path}
-
-
-@pytest.fixture
-def listener() -> Iterator[int]:
-    """A listening loopback socket; connect() succeeds on its backlog without accept()."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as srv:
-        srv.bind(("127.0.0.1", 0))
-        srv.listen(8)
-        yield srv.getsockname()[1]
 
 
 def _ctx(box: dict[str, Path], mode: str, **services: object):

@@ -122,26 +122,18 @@ def run(
     )
 
 
-def _short_form_tools(mode: str | None, no_sandbox: bool) -> tuple[str, list[str] | None]:
-    """The session mode and tools of a short-form run; without --mode it only reads."""
-    from swarmdeck.dispatch.modes import MODES, SUBMIT
+def _short_form_mode(mode: str | None, no_sandbox: bool) -> str:
+    """The session mode of a short-form run; without --mode it only reads (explore's
+    tools: reading, the shell where a sandbox confines it, sub-agents, timers)."""
     from swarmdeck.tools.base import READ_ONLY_MODES
 
-    if mode is None:
-        print(
-            "swarmdeck: read-only run with explore's tools (pass --mode code to let the "
-            "agent change files)",
-            file=sys.stderr,
-        )
     chosen = mode or "explore"
     if no_sandbox and chosen in READ_ONLY_MODES:
         raise UsageError(
             f"--no-sandbox does not apply to {chosen} mode",
             "read-only runs use the shell only inside a sandbox; pass --mode code",
         )
-    if mode is None:
-        return chosen, [t for t in MODES["explore"].tools if t != SUBMIT]
-    return chosen, None
+    return chosen
 
 
 def _run_short(
@@ -159,26 +151,30 @@ def _run_short(
     from swarmdeck.tools.base import READ_ONLY_MODES
     from swarmdeck.tools.sandbox import sandbox_in_force, sandbox_warning
 
-    session_mode, tool_names = _short_form_tools(mode, no_sandbox)
+    session_mode = _short_form_mode(mode, no_sandbox)
     host = Host()
-    opted_out = no_sandbox or host.settings.no_sandbox
-    sandbox = sandbox_in_force(opted_out)
-    if not sandbox.available:
-        read_only = session_mode in READ_ONLY_MODES
-        print(
-            f"swarmdeck: {sandbox_warning(read_only, sandbox.reason, opted_out)}", file=sys.stderr
-        )
     request = SessionRequest(
         task,
         model,
         workdir,
         mode=session_mode,
-        tool_names=tool_names,
         options={"max_turns": max_turns, "no_sandbox": no_sandbox},
     )
     host.check_request(request)
     config, _ = host.services.provider_for(model)
     asyncio.run(check_reachable(config.base_url, config.key))
+    # Said once the run is sure to start (a refused run prints its one error line only).
+    if mode is None:
+        print(
+            "swarmdeck: read-only run with explore's tools (pass --mode code to let the "
+            "agent change files)",
+            file=sys.stderr,
+        )
+    opted_out = no_sandbox or host.settings.no_sandbox
+    sandbox = sandbox_in_force(opted_out)
+    if not sandbox.available:
+        warning = sandbox_warning(session_mode in READ_ONLY_MODES, sandbox.reason, opted_out)
+        print(f"swarmdeck: {warning}", file=sys.stderr)
     record = host.create_session(request)
 
     async def go() -> dict[str, Any]:
