@@ -26,7 +26,7 @@ REQUIRE_PG_ENV = "SWARMDECK_REQUIRE_PG"
 def sd_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh SWARMDECK_HOME for this test, on SQLite unless the `store` fixture says otherwise."""
     home = tmp_path / "home"
-    home.mkdir()
+    home.mkdir(mode=0o700)  # as swarmdeck makes it (a looser one is tightened with a note)
     monkeypatch.setenv("SWARMDECK_HOME", str(home))
     monkeypatch.delenv(STORE_ENV, raising=False)
     return home

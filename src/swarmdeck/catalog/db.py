@@ -13,8 +13,11 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DatabaseError, OperationalError
 
 from swarmdeck.errors import StoreError
+from swarmdeck.filemodes import private_dir, private_file
 
 WAL_SWITCH_SECONDS = 30.0
+# SQLite creates these beside the store, with the store file's mode.
+SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 
 
 def sqlalchemy_url(store_url: str) -> str:
@@ -57,7 +60,7 @@ def create_db_engine(store_url: str, *, wait_for_locks: bool = True) -> sa.Engin
                 "options": "-c idle_in_transaction_session_timeout=60000",
             },
         )
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _private_store_file(path)
     # LIFO: the connection used last is used next, its page cache still warm; round-robin
     # over the pool re-read pages on every statement (0.34 ms an append instead of 0.23).
     engine = sa.create_engine(url, pool_size=20, max_overflow=20, pool_use_lifo=True)
@@ -78,6 +81,18 @@ def create_db_engine(store_url: str, *, wait_for_locks: bool = True) -> sa.Engin
 
     _switch_to_wal(engine)
     return engine
+
+
+def _private_store_file(path: Path) -> None:
+    """The store and its side files 0600 from creation (SQLite gives the -wal and -shm it
+    creates the store's mode); an existing looser one is tightened."""
+    if not path.parent.exists():
+        private_dir(path.parent)
+    private_file(path)
+    for suffix in SQLITE_SIDE_FILES:
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            private_file(side)
 
 
 def _switch_to_wal(engine: sa.Engine) -> None:

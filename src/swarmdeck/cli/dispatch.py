@@ -81,6 +81,13 @@ MaxChildrenOpt = Annotated[
     ),
 ]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")]
+NoSandboxOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-sandbox",
+        help="Code/resume: run shell tools without a sandbox (where none works they refuse).",
+    ),
+]
 
 
 def fail(message: str, hint: str, *, json_line: bool, out: Any = None) -> NoReturn:
@@ -164,7 +171,7 @@ def run_contract(out: ContractStdout, opts: Any, *, started_line: bool) -> int:
         else:
             print(
                 f"swarmdeck: run {started.run_id} · {started.mode} on {started.model} · "
-                f"log {started.log_path}",
+                f"sandbox {started.sandbox} · log {started.log_path}",
                 file=sys.stderr,
             )
 
@@ -250,6 +257,7 @@ def dispatch(
     max_children: MaxChildrenOpt = None,
     quiet: QuietOpt = False,
     max_steps: MaxStepsOpt = None,
+    no_sandbox: NoSandboxOpt = False,
 ) -> None:
     """Run one bounded task on a worker. stdout: exactly two JSON lines, started and verdict."""
     contract_main(
@@ -270,6 +278,7 @@ def dispatch(
             "max_cost": max_cost,
             "max_children": max_children,
             "progress": not quiet,
+            "no_sandbox": no_sandbox,
         },
         started_line=True,
         json_errors=True,

@@ -27,6 +27,7 @@ from swarmdeck.cli.dispatch import (
     MaxTokensOpt,
     MaxTurnsOpt,
     ModeOpt,
+    NoSandboxOpt,
     ProviderOpt,
     QuietOpt,
     SessionOpt,
@@ -83,6 +84,7 @@ def run(
         str | None, typer.Option("--model", "-m", help="Short form: provider:model.")
     ] = None,
     max_steps: MaxStepsOpt = None,
+    no_sandbox: NoSandboxOpt = False,
 ) -> None:
     """Run one task with progress on stderr; ends with the verdict (or, short form, the answer)."""
     limits = ShortLimits(turn_cap(max_turns, max_steps), max_tokens, max_cost, max_children)
@@ -95,7 +97,7 @@ def run(
         if not task_text.strip():
             raise UsageError("the task is empty", 'say what the agent should do: run "TASK"')
         where = workdir or Path(".")
-        _run_short(task_text, model or "openai", where, mode or "agent", limits, timeout, quiet)
+        _run_short(task_text, model or "openai", where, mode, limits, timeout, quiet, no_sandbox)
         return
     if task_text is not None:
         raise UsageError("pass the task once: as TASK, --task or --task-file", "")
@@ -118,6 +120,7 @@ def run(
             "max_cost": max_cost,
             "max_children": max_children,
             "progress": not quiet,
+            "no_sandbox": no_sandbox,
             "timeout_exit_code": EXIT_TIMEOUT,
         },
         started_line=False,
@@ -135,14 +138,29 @@ class ShortLimits:
     max_children: int | None
 
 
+def _short_form_mode(mode: str | None, no_sandbox: bool) -> str:
+    """The session mode of a short-form run; without --mode it only reads (explore's
+    tools: reading, the shell where a sandbox confines it, sub-agents, timers)."""
+    from swarmdeck.tools.base import READ_ONLY_MODES
+
+    chosen = mode or "explore"
+    if no_sandbox and chosen in READ_ONLY_MODES:
+        raise UsageError(
+            f"--no-sandbox does not apply to {chosen} mode",
+            "read-only runs use the shell only inside a sandbox; pass --mode code",
+        )
+    return chosen
+
+
 def _run_short(
     task: str,
     model: str,
     workdir: Path,
-    mode: str,
+    mode: str | None,
     limits: ShortLimits,
     timeout: float | None,
     quiet: bool,
+    no_sandbox: bool,
 ) -> None:
     """A plain agent session: the final answer on stdout; exit 124 past the timeout."""
     from swarmdeck.dispatch.plan import budget_of, limit_options
@@ -150,18 +168,34 @@ def _run_short(
     from swarmdeck.dispatch.settings import load_dispatch_settings
     from swarmdeck.models.reach import check_reachable
     from swarmdeck.runtime.host import Host, SessionRequest
+    from swarmdeck.tools.base import READ_ONLY_MODES
+    from swarmdeck.tools.sandbox import sandbox_in_force, sandbox_warning
 
+    session_mode = _short_form_mode(mode, no_sandbox)
     host = Host()
     config, model_name = host.services.provider_for(model)
     budget = budget_of(config, model_name, limits.max_tokens, limits.max_cost)
     options = {
         "max_turns": limits.max_turns or SHORT_FORM_MAX_TURNS,
+        "no_sandbox": no_sandbox,
         **limit_options(budget, limits.max_children),
     }
-    request = SessionRequest(task, model, workdir, mode=mode, options=options)
+    request = SessionRequest(task, model, workdir, mode=session_mode, options=options)
     host.check_request(request)
     wall = load_dispatch_settings(host.settings.home).timeout_s if timeout is None else timeout
     asyncio.run(check_reachable(config.base_url, config.key))
+    # Said once the run is sure to start (a refused run prints its one error line only).
+    if mode is None:
+        print(
+            "swarmdeck: read-only run with explore's tools (pass --mode code to let the "
+            "agent change files)",
+            file=sys.stderr,
+        )
+    opted_out = no_sandbox or host.settings.no_sandbox
+    sandbox = sandbox_in_force(opted_out)
+    if not sandbox.available:
+        warning = sandbox_warning(session_mode in READ_ONLY_MODES, sandbox.reason, opted_out)
+        print(f"swarmdeck: {warning}", file=sys.stderr)
     record = host.create_session(request)
 
     async def go() -> dict[str, Any] | None:

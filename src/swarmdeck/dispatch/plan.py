@@ -44,6 +44,8 @@ class DispatchOptions(BaseModel):
     max_cost: float | None = Field(default=None, gt=0)
     max_children: int | None = Field(default=None, ge=0)
     progress: bool = True
+    # The user accepts shell tools without a sandbox (write modes; read-only ones need one).
+    no_sandbox: bool = False
     # `run` exits 124 on a timeout; `dispatch` exits 3 like any other unfinished run.
     timeout_exit_code: int = EXIT_NOT_COMPLETED
 
@@ -70,6 +72,11 @@ class Plan:
     def limit_options(self) -> dict[str, Any]:
         """The session options that carry this run's budget and child limit."""
         return limit_options(self.budget, self.max_children)
+
+    @property
+    def no_sandbox(self) -> bool:
+        """True when the user accepts tools without a sandbox (flag or settings.yaml)."""
+        return self.opts.no_sandbox or self.settings.no_sandbox
 
     def dry_run_doc(self) -> dict[str, Any]:
         """What would run, for --dry-run."""
@@ -147,6 +154,12 @@ def prepare(opts: DispatchOptions, settings: Settings | None = None) -> Plan:
         raise UsageError(
             "--session only works with --mode resume", "it continues an earlier code session"
         )
+    if opts.no_sandbox and spec.read_only:
+        raise UsageError(
+            f"--no-sandbox does not apply to {spec.name} mode",
+            "a read-only mode runs the shell only inside a sandbox; without one it keeps "
+            "the file tools",
+        )
     registry = ProviderRegistry.load(settings.providers_dir)
     config, model_name = registry.resolve(opts.provider)
     credentials = CredentialStore(settings.credentials_dir)
@@ -156,6 +169,9 @@ def prepare(opts: DispatchOptions, settings: Settings | None = None) -> Plan:
         )
     redactor = load_redactor(credentials)
     guards.check_task_text(task, redactor)
+    if opts.session and redactor.contains_secret(opts.session):
+        # Not echoed, not looked up: an id that holds a key would land in the error line.
+        raise UsageError("--session refused: it contains a credential", "pass a session id")
     resume = _resume_target(settings, opts, redactor) if opts.session else None
     workdir = Path(resume.workdir) if resume else _workdir(opts.workdir)
     if opts.worktree:

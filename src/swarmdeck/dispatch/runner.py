@@ -30,6 +30,7 @@ from swarmdeck.dispatch.verdict import (
     write_final_text,
     write_verdict_file,
 )
+from swarmdeck.tools.sandbox import sandbox_in_force, sandbox_warning
 from swarmdeck.workspace.rundir import RunDir
 
 POLL_S = 0.05
@@ -101,6 +102,7 @@ class Runner:
         self.on_verdict = on_verdict
         self.stop = asyncio.Event()
         self._signal: int | None = None
+        self._sandbox: str | None = None
 
     def run(self) -> Verdict:
         """Run to a verdict (handed to on_verdict before the engine shuts down)."""
@@ -119,6 +121,7 @@ class Runner:
             save_meta(plan.settings.home / WORKTREES_DIR, _with_session(tree, session_id))
             workdir = Path(tree.workdir)
         prompt = plan.spec.prompt(str(workdir), plan.step_cap)
+        sandbox = sandbox_in_force(plan.no_sandbox)
         cursor = 0
         if plan.resume is None:
             host.create_session(
@@ -134,6 +137,7 @@ class Runner:
                         "max_turns": plan.step_cap,
                         "result_schema": plan.spec.name,
                         "one_shot": True,
+                        "no_sandbox": plan.opts.no_sandbox,
                         **plan.limit_options(),
                     },
                     session_id=session_id,
@@ -154,9 +158,16 @@ class Runner:
             idle_timeout_s=plan.idle_timeout_s,
             log_path=str(paths.log),
             events_path=str(paths.events),
+            sandbox=sandbox.kind,
         )
         self.on_started(started)
         log.note(f"started {paths.run_id}: {plan.spec.name} on {plan.model_ref} in {workdir}")
+        if not sandbox.available:
+            warning = sandbox_warning(plan.spec.read_only, sandbox.reason, plan.no_sandbox)
+            log.note(warning)
+            if not plan.opts.progress:  # note() printed it already otherwise
+                print(f"swarmdeck: {warning}", file=sys.stderr)
+        self._sandbox = sandbox.kind
         try:
             return asyncio.run(self._run(host, session_id, cursor, paths, log, started_at))
         finally:
@@ -174,7 +185,11 @@ class Runner:
         turns = sum(1 for ev in events if ev.kind == "assistant")
         # The runtime counts turns and spending over the whole session; this run gets a
         # fresh allowance of each limit it sets.
-        options = {**record.options, "max_turns": turns + self.plan.step_cap}
+        options = {
+            **record.options,
+            "max_turns": turns + self.plan.step_cap,
+            "no_sandbox": self.plan.opts.no_sandbox,
+        }
         if self.plan.budget:
             used = host.catalog.usage_totals([record.id])
             spent = {"max_tokens": used.input + used.output, "max_cost": used.cost_usd or 0.0}
@@ -324,7 +339,7 @@ class Runner:
             final_text_path=str(paths.final_text),
             timeout_exit_code=plan.opts.timeout_exit_code,
         )
-        verdict = build_verdict(facts)
+        verdict = build_verdict(facts).model_copy(update={"sandbox": self._sandbox})
         write_verdict_file(paths.verdict, verdict)
         return verdict
 

@@ -77,6 +77,8 @@ class Started(BaseModel):
     idle_timeout_s: float | None
     log_path: str
     events_path: str
+    # What confines the worker's tools: bwrap, landlock or none.
+    sandbox: Literal["bwrap", "landlock", "none"] | None = None
 
 
 class Verdict(BaseModel):
@@ -105,6 +107,8 @@ class Verdict(BaseModel):
     result: dict[str, Any] | None = None
     final_text_path: str | None = None
     artifacts: list[str] = Field(default_factory=list)
+    # As in `started`; null only in a verdict fanout made up for a worker that printed none.
+    sandbox: Literal["bwrap", "landlock", "none"] | None = None
     stderr_tail: str | None = None
     # Beyond the table: why the run ended (submitted, model_done, step_cap, timeout...),
     # whether fanout made this verdict up for a worker that printed none, and the files.

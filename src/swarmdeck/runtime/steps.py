@@ -44,6 +44,8 @@ def tool_context(record: SessionRecord, call_key: str = "") -> ToolContext:
         run_dir=Path(record.run_dir),
         services={
             "network": config.network,
+            # --no-sandbox: the user accepts shell tools without a sandbox (tools/shell.py).
+            "no_sandbox": bool(record.options.get("no_sandbox")),
             "hidden_paths": [svc.settings.credentials_dir],
             "extra_writable": [] if record.mode in READ_ONLY_MODES else git_dirs_outside(workdir),
             "catalog": svc.catalog,
