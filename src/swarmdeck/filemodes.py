@@ -42,7 +42,9 @@ def private_file(path: Path) -> Path:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
     except FileExistsError:
-        os.chmod(path, FILE_MODE)
+        # Only when looser: a store on a read-only mount must still be opened to be read.
+        if stat.S_IMODE(os.stat(path).st_mode) != FILE_MODE:
+            os.chmod(path, FILE_MODE)
         return path
     os.close(fd)
     return path

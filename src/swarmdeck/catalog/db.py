@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from pathlib import Path
@@ -143,6 +144,11 @@ def store_error(store_url: str, exc: BaseException) -> StoreError:
         )
     if path.is_dir():
         return StoreError(f"the store {path} is a directory, not a SQLite file", _STORE_HINT)
+    if isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return StoreError(
+            f"the store {path} cannot be written: {exc.strerror}",
+            "make SWARMDECK_HOME writable, or set it to a writable directory",
+        )
     if isinstance(exc, OSError):
         return StoreError(f"cannot create the store {path}: {exc.strerror or detail}", _STORE_HINT)
     if "not a database" in detail:

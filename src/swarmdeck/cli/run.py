@@ -184,6 +184,7 @@ def _run_short(
     host.check_request(request)
     wall = load_dispatch_settings(host.settings.home).timeout_s if timeout is None else timeout
     asyncio.run(check_reachable(config.base_url, config.key))
+    record = host.create_session(request)
     # Said once the run is sure to start (a refused run prints its one error line only).
     if mode is None:
         print(
@@ -196,7 +197,6 @@ def _run_short(
     if not sandbox.available:
         warning = sandbox_warning(session_mode in READ_ONLY_MODES, sandbox.reason, opted_out)
         print(f"swarmdeck: {warning}", file=sys.stderr)
-    record = host.create_session(request)
 
     async def go() -> dict[str, Any] | None:
         try:
