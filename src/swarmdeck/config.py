@@ -8,6 +8,9 @@ from pathlib import Path
 
 HOME_ENV = "SWARMDECK_HOME"
 STORE_ENV = "SWARMDECK_STORE"
+# The setting that enables the system agents without `swarmdeck system start`: the model
+# they run on (never a default: the user names it).
+SYSTEM_MODEL_ENV = "SWARMDECK_SYSTEM_MODEL"
 
 
 def home_dir() -> Path:
@@ -30,6 +33,10 @@ class Settings:
     rollover_iterations: int = 200
     artifact_max_bytes: int = 1_000_000
     retry_after_cap_seconds: float = 60.0
+    # The least time a session must have ended before maintenance tools may remove it or its
+    # transcript, whatever a model asks for.
+    cleanup_grace_minutes: float = 5.0
+    system_model: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -57,10 +64,22 @@ class Settings:
         """Artifact files; the catalog keeps their metadata."""
         return self.home / "artifacts"
 
+    @property
+    def worktrees_dir(self) -> Path:
+        """Git worktrees that code runs made."""
+        return self.home / "worktrees"
+
+    @property
+    def system_dir(self) -> Path:
+        """The workdir of the system agents."""
+        return self.home / "system"
+
 
 def load_settings() -> Settings:
     """Settings from the environment; the home dir is created on first use."""
     home = home_dir()
     home.mkdir(parents=True, exist_ok=True)
     store = os.environ.get(STORE_ENV) or f"sqlite:///{home / 'swarmdeck.sqlite'}"
-    return Settings(home=home, store_url=store)
+    return Settings(
+        home=home, store_url=store, system_model=os.environ.get(SYSTEM_MODEL_ENV) or None
+    )
