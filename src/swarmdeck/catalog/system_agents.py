@@ -81,11 +81,17 @@ class SystemAgents:
             conn.execute(_table.update().where(where).values(enabled=False, updated_at=time.time()))
         return ids
 
-    def mark_restarted(self, agent_id: str) -> None:
-        """Record a restart of the agent's ended session (restarts are spaced out)."""
+    def claim_restart(self, agent_id: str, seen: float) -> bool:
+        """Take the right to restart the agent's session: True for the one process whose
+        compare-and-set on the restart time (as it read it) wins."""
         with self.engine.begin() as conn:
-            conn.execute(
+            won = conn.execute(
                 _table.update()
-                .where(_table.c.agent_id == agent_id)
+                .where(
+                    _table.c.agent_id == agent_id,
+                    _table.c.restarted_at == seen,
+                    _table.c.enabled.is_(True),
+                )
                 .values(restarted_at=time.time())
-            )
+            ).rowcount
+        return won == 1
