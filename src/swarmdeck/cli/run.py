@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
+from swarmdeck.cli.agents import PluginOpt
 from swarmdeck.cli.app import app
 from swarmdeck.cli.dispatch import (
     DryRunOpt,
@@ -76,22 +77,24 @@ def run(
     max_turns: Annotated[
         int | None, typer.Option(help="Short form: stop after this many model turns.")
     ] = None,
+    agent: Annotated[
+        str | None,
+        typer.Option("--agent", help="Short form: a named agent (see `swarmdeck agents ls`)."),
+    ] = None,
+    plugin: PluginOpt = None,
 ) -> None:
     """Run one task with progress on stderr; ends with the verdict (or, short form, the answer)."""
-    if task_text is not None and task is None and task_file is None:
+    short = task_text is not None or agent is not None
+    if short and task is None and task_file is None:
         if provider or session or worktree or dry_run or timeout or idle_timeout:
             raise UsageError(
-                "the short form takes TASK and --model only",
+                "the short form takes TASK, --model and --agent only",
                 "for the contract form pass --task or --task-file with --provider and --mode",
             )
-        _run_short(
-            task_text,
-            model or "openai",
-            workdir or Path("."),
-            mode or "agent",
-            max_turns or LEGACY_MAX_TURNS,
-            quiet,
-        )
+        workdir = workdir or Path(".")
+        request = _short_request(task_text, model, agent, plugin, workdir, mode or "agent")
+        request.options.setdefault("max_turns", max_turns or LEGACY_MAX_TURNS)
+        _run_short(request, quiet)
         return
     if task_text is not None:
         raise UsageError("pass the task once: as TASK, --task or --task-file", "")
@@ -118,17 +121,50 @@ def run(
     )
 
 
-def _run_short(
-    task: str, model: str, workdir: Path, mode: str, max_turns: int, quiet: bool
-) -> None:
-    """A plain agent session: the final answer on stdout."""
+def _short_request(
+    task: str | None,
+    model: str | None,
+    agent: str | None,
+    plugins: list[Path] | None,
+    workdir: Path,
+    mode: str,
+) -> Any:
+    """The session a short-form run starts: a plain agent, or a named one."""
+    from swarmdeck.runtime.host import SessionRequest
+
+    if agent is None:
+        assert task is not None
+        return SessionRequest(task, model or "openai", workdir, mode=mode)
+    from swarmdeck.cli.agents import plugin_set
+    from swarmdeck.errors import NotFoundError
+    from swarmdeck.runtime.agents import named_request
+
+    found = plugin_set(workdir, plugins)
+    definition = found.agent(agent)
+    if definition is None:
+        raise NotFoundError(f"no agent named {agent}", "list them with `swarmdeck agents ls`")
+    if definition.cron is not None:
+        raise UsageError(
+            f"agent {agent} runs on a cron and never ends, and `run` waits for the end",
+            "start it from the SDK, or make it a system agent",
+        )
+    folders = [str(p.resolve()) for p in plugins or []]
+    chosen = model or definition.model or "openai"
+    request = named_request(
+        definition, found, task=task, model=chosen, workdir=workdir, plugins=folders
+    )
+    request.mode = mode
+    return request
+
+
+def _run_short(request: Any, quiet: bool) -> None:
+    """A plain (or named) agent session: the final answer on stdout."""
     from swarmdeck.models.reach import check_reachable
-    from swarmdeck.runtime.host import Host, SessionRequest
+    from swarmdeck.runtime.host import Host
 
     host = Host()
-    request = SessionRequest(task, model, workdir, mode=mode, options={"max_turns": max_turns})
     host.check_request(request)
-    config, _ = host.services.provider_for(model)
+    config, _ = host.services.provider_for(request.model)
     asyncio.run(check_reachable(config.base_url, config.key))
     record = host.create_session(request)
 

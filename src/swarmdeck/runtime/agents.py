@@ -71,9 +71,7 @@ def agent_session(
 ) -> AgentSession:
     """What a session of `agent` is made of; its preloaded skills' bodies join its prompt."""
     skills = [plugin_set.skills[s] for s in agent.skills if s in plugin_set.skills]
-    prompt = "\n\n".join(
-        [agent.body, *(f"## Skill: {s.name}\n\n{s.body}" for s in skills)]
-    ).strip()
+    prompt = "\n\n".join([agent.body, *(f"## Skill: {s.name}\n\n{s.body}" for s in skills)]).strip()
     first = task or agent.initial_prompt or agent.description
     if not first:
         raise UsageError(
@@ -103,28 +101,25 @@ def named_request(
     plugin_set: PluginSet,
     *,
     task: str | None,
-    model: str | None,
+    model: str,
     workdir: Path,
     plugins: list[str] | None = None,
     options: dict[str, Any] | None = None,
 ) -> SessionRequest:
     """A session request for a named agent (`run --agent`, the SDK): its prompt, tools,
-    skills, first message and cron; `model` wins over the agent's own."""
+    skills, first message and cron, on `model` (the caller's choice, or the agent's own)."""
     if agent.system:
         raise UsageError(
             f"{agent.name} is a system agent: it runs once per store",
             "start the system agents with `swarmdeck system start --model PROVIDER:MODEL`",
         )
     named = agent_session(agent, plugin_set, task, plugins)
-    chosen = model or named.model
-    if chosen is None:
-        raise UsageError(f"agent {agent.name} names no model", "pass --model PROVIDER:MODEL")
     merged = {**(options or {}), **named.options}
     if named.options.get("one_shot") is False:
         merged["one_shot"] = False
     return SessionRequest(
         task=named.task,
-        model=chosen,
+        model=model,
         workdir=workdir,
         title=named.title,
         system_message=named.system_message,

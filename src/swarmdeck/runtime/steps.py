@@ -243,7 +243,9 @@ def _prompt(session_id: str, turn: int) -> dict[str, Any]:
         "record": record,
         "messages": [Message("system", prompt), *journal.messages],
         "specs": [t.spec() for t in offered_tools(record, skills)],
-        "origin": journal.next_origin(has_parent=record.parent_id is not None, system=record.system),
+        "origin": journal.next_origin(
+            has_parent=record.parent_id is not None, system=record.system
+        ),
     }
 
 
@@ -460,7 +462,10 @@ async def run_check(session_id: str, cron: dict[str, Any], fired_at: float) -> d
     skills = session_skills(record, list(journal.loaded))
     tool = next((t for t in offered_tools(record, skills) if t.name == name), None)
     if tool is None:
-        return {"quiet": False, "content": f"error: the cron's check {name} is not one of your tools"}
+        return {
+            "quiet": False,
+            "content": f"error: the cron's check {name} is not one of your tools",
+        }
     if tool.effect is Effect.ONCE:
         return {"quiet": False, "content": f"error: {name} may have side effects: not a check"}
     ctx = tool_context(record, f"cron:{fired_at}", CRON)
