@@ -20,6 +20,7 @@ from swarmdeck.models.types import Message
 from swarmdeck.plugins.aliases import resolve_tools
 from swarmdeck.plugins.definitions import SkillDef
 from swarmdeck.runtime.crashpoints import crash_point
+from swarmdeck.runtime.journal import Journal
 from swarmdeck.runtime.mgmt_ops import RuntimeMgmtOps
 from swarmdeck.runtime.origin import CRON
 from swarmdeck.runtime.prompts import system_prompt
@@ -408,9 +409,18 @@ async def _prepare_call(session_id: str, turn: int, call: dict[str, Any]) -> dic
         svc.catalog.mark_tool_started, session_id, call_key
     ):
         return {"outcome": ToolOutcome(INTERRUPTED, is_error=True)}
-    turn_event = journal.get(f"turn:{turn}")
-    origin = turn_event.payload.get("origin", "") if turn_event else ""
+    origin = await _read(_turn_origin, journal, turn)
     return {"tool": tool, "context": tool_context(record, call_key, origin)}
+
+
+def _turn_origin(journal: Journal, turn: int) -> str:
+    """What started turn `turn`, as journaled with it (read once if this process stored the
+    turn after its last refresh)."""
+    event = journal.get(f"turn:{turn}")
+    if event is None:
+        journal.refresh(services().catalog)
+        event = journal.get(f"turn:{turn}")
+    return event.payload.get("origin", "") if event is not None else ""
 
 
 def _store_call(
