@@ -103,8 +103,17 @@ class MgmtScript:
         return text(f"sweeper here; you said: {said}")
 
 
-def seed(catalog: Catalog, sid: str, *, status: str, ago: float, parent: str | None = None,
-         root: str | None = None, options: dict[str, Any] | None = None, run_dir: str = "") -> None:
+def seed(
+    catalog: Catalog,
+    sid: str,
+    *,
+    status: str,
+    ago: float,
+    parent: str | None = None,
+    root: str | None = None,
+    options: dict[str, Any] | None = None,
+    run_dir: str = "",
+) -> None:
     """A session row with a status, ended (or last changed) `ago` seconds before now."""
     catalog.create_session(
         session_id=sid,

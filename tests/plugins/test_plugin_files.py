@@ -66,9 +66,7 @@ def test_reference_folders_load_and_validate_clean(
     assert res.stdout.strip().endswith("8 file(s) checked: clean, 1 warning(s)")
 
 
-def test_validate_names_exactly_the_tools_swarmdeck_lacks(
-    reference: Path, sd_home: Path
-) -> None:
+def test_validate_names_exactly_the_tools_swarmdeck_lacks(reference: Path, sd_home: Path) -> None:
     sweeper = reference / "mgmt/agents/sweeper.agent.md"
     sweeper.write_text(sweeper.read_text().replace("  - get_system_stats\n", "  - warp_drive\n", 1))
     tools_json = reference / "mgmt/skills/sweeper/tools.json"

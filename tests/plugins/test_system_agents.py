@@ -99,7 +99,7 @@ def test_fleet_brings_them_up_and_a_scripted_sweeper_cleans_a_seeded_store(
     assert res.code == 0, res.stderr
     worker = popen_cli(sd_home, "worker")
     try:
-        wait_for(lambda: SYSTEM <= session_ids(catalog), timeout=60, what="system sessions")
+        wait_for(lambda: session_ids(catalog) >= SYSTEM, timeout=60, what="system sessions")
         wait_for(
             lambda: session_ids(catalog) == kept | SYSTEM,
             timeout=60,

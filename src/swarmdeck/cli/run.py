@@ -143,16 +143,16 @@ def _short_request(
     definition = found.agent(agent)
     if definition is None:
         raise NotFoundError(f"no agent named {agent}", "list them with `swarmdeck agents ls`")
-    if definition.cron is not None:
-        raise UsageError(
-            f"agent {agent} runs on a cron and never ends, and `run` waits for the end",
-            "start it from the SDK, or make it a system agent",
-        )
     folders = [str(p.resolve()) for p in plugins or []]
     chosen = model or definition.model or "openai"
     request = named_request(
         definition, found, task=task, model=chosen, workdir=workdir, plugins=folders
     )
+    if definition.cron is not None:
+        raise UsageError(
+            f"agent {agent} runs on a cron and never ends, and `run` waits for the end",
+            "start it from the SDK, or make it a system agent",
+        )
     request.mode = mode
     return request
 
