@@ -11,6 +11,8 @@ STORE_ENV = "SWARMDECK_STORE"
 # The setting that enables the system agents without `swarmdeck system start`: the model
 # they run on (never a default: the user names it).
 SYSTEM_MODEL_ENV = "SWARMDECK_SYSTEM_MODEL"
+# The least age (minutes) of an ended session or run that maintenance may remove.
+GRACE_ENV = "SWARMDECK_CLEANUP_GRACE_MINUTES"
 
 
 def home_dir() -> Path:
@@ -81,5 +83,23 @@ def load_settings() -> Settings:
     home.mkdir(parents=True, exist_ok=True)
     store = os.environ.get(STORE_ENV) or f"sqlite:///{home / 'swarmdeck.sqlite'}"
     return Settings(
-        home=home, store_url=store, system_model=os.environ.get(SYSTEM_MODEL_ENV) or None
+        home=home,
+        store_url=store,
+        system_model=os.environ.get(SYSTEM_MODEL_ENV) or None,
+        cleanup_grace_minutes=_minutes(os.environ.get(GRACE_ENV), Settings.cleanup_grace_minutes),
     )
+
+
+def _minutes(raw: str | None, default: float) -> float:
+    """A setting in minutes; ConfigError names it when it is not a number."""
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if value < 0:
+        from swarmdeck.errors import ConfigError
+
+        raise ConfigError(f"{GRACE_ENV} must be a number of minutes, not {raw!r}")
+    return value

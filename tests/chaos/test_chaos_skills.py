@@ -48,7 +48,13 @@ def test_a_loaded_skill_survives_sigkill(
 
     fake_llm.set_script(script)
     proc = popen_cli(
-        sd_home, "run", "use the stats", "--model", "fake", "--workdir", str(workdir),
+        sd_home,
+        "run",
+        "use the stats",
+        "--model",
+        "fake",
+        "--workdir",
+        str(workdir),
         SWARMDECK_CRASH_AT=kill_at,
     )
     expect_killed(proc)

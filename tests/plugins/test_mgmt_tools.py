@@ -45,7 +45,9 @@ def swarm(store: Store, sd_home: Path, fake_llm) -> Iterator[Swarm]:
     s.close()
 
 
-def ctx(swarm: Swarm, origin: str = "person", grace: float | None = None, key: str = "k") -> ToolContext:
+def ctx(
+    swarm: Swarm, origin: str = "person", grace: float | None = None, key: str = "k"
+) -> ToolContext:
     host = swarm.host
     settings = host.settings
     if grace is not None:
@@ -85,9 +87,7 @@ async def test_prune_removes_ended_and_removed_sessions_and_old_generations(
             {
                 "one": Agent([text("one done")]),
                 "two": Agent([text("two done")]),
-                "ticker": Agent(
-                    [calls(call("cron", seconds=0.05, reason="tick"))], rest="tick"
-                ),
+                "ticker": Agent([calls(call("cron", seconds=0.05, reason="tick"))], rest="tick"),
             }
         )
     )
@@ -104,8 +104,13 @@ async def test_prune_removes_ended_and_removed_sessions_and_old_generations(
     generation = catalog.get_session(ticker.id).generation
     assert await exists(workflow_id(two.id, 0)) and await exists(workflow_id(one.id, 0))
 
-    out = await use(swarm, "prune_orchestrations", ctx(swarm, "cron", grace=0),
-                    older_than_minutes=0, keep_executions=2)
+    out = await use(
+        swarm,
+        "prune_orchestrations",
+        ctx(swarm, "cron", grace=0),
+        older_than_minutes=0,
+        keep_executions=2,
+    )
     assert out.content.startswith("pruned "), out.content
     assert not await exists(workflow_id(one.id, 0)) and not await exists(workflow_id(two.id, 0))
     # The ticker ended too (cancelled): all of its runs go.
@@ -118,7 +123,9 @@ async def test_prune_removes_ended_and_removed_sessions_and_old_generations(
         ).scalar_one()
     assert left == 0
     assert catalog.get_session(one.id).final_text == "one done"  # the catalog keeps it
-    assert (await use(swarm, "prune_orchestrations", ctx(swarm, grace=0), older_than_minutes=0)).content == "nothing to prune"
+    assert (
+        await use(swarm, "prune_orchestrations", ctx(swarm, grace=0), older_than_minutes=0)
+    ).content == "nothing to prune"
 
 
 async def test_prune_keeps_a_live_sessions_recent_generations(
@@ -132,15 +139,14 @@ async def test_prune_keeps_a_live_sessions_recent_generations(
     catalog = swarm.host.catalog
     await await_for(lambda: catalog.get_session(ticker.id).generation >= 5, timeout=30)
     fake_llm.set_script(
-        lambda req: text("stopped")
-        if last_is_tool_result(req)
-        else calls(call("cancel_cron"))
+        lambda req: text("stopped") if last_is_tool_result(req) else calls(call("cancel_cron"))
     )
     await await_for(lambda: catalog.get_session(ticker.id).options.get("cron") is None, timeout=30)
     await await_for(status_is(catalog, ticker.id, "idle"))
     current = catalog.get_session(ticker.id).generation
-    out = await use(swarm, "prune_orchestrations", ctx(swarm, grace=0),
-                    older_than_minutes=0, keep_executions=2)
+    out = await use(
+        swarm, "prune_orchestrations", ctx(swarm, grace=0), older_than_minutes=0, keep_executions=2
+    )
     assert out.content.startswith("pruned "), out.content
     kept = [g for g in range(current + 1) if await exists(workflow_id(ticker.id, g))]
     assert kept == [current - 1, current]
@@ -208,15 +214,21 @@ async def test_terminate_and_scale_on_a_persons_turn(swarm: Swarm, fake_llm, wor
     assert refused.permission_denied and "cron tick" in refused.content
     system = await use(swarm, "force_terminate_session", ctx(swarm), session_id="sys-tester")
     assert system.permission_denied and "system session" in system.content
-    done = await use(swarm, "force_terminate_session", ctx(swarm), session_id=stuck.id, reason="stuck")
+    done = await use(
+        swarm, "force_terminate_session", ctx(swarm), session_id=stuck.id, reason="stuck"
+    )
     assert done.content.startswith(f"terminated 1 session(s): {stuck.id}")
     await await_for(status_is(catalog, stuck.id, "cancelled"))
 
     with catalog.engine.begin() as conn:
         conn.execute(
             schema.supervisors.insert().values(
-                supervisor_id="sup-1", hostname="h", pid=1, processes=2,
-                heartbeat_at=time.time(), stopped=False,
+                supervisor_id="sup-1",
+                hostname="h",
+                pid=1,
+                processes=2,
+                heartbeat_at=time.time(),
+                stopped=False,
             )
         )
     scaled = await use(swarm, "scale_workers", ctx(swarm), processes=5, reason="load")

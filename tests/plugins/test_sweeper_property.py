@@ -123,8 +123,15 @@ def _plant(host: Host, nodes: list[Node]) -> list[str]:
             parent = f"e{n}gone{i}"
         root = ids[_root(nodes, i)] if node.parent is not None else (parent or sid)
         options = {"system_agent": sid} if node.system and not sid.startswith("sys-") else None
-        seed(catalog, sid, status=node.status, ago=OLD if node.old else NEW, parent=parent,
-             root=root, options=options)
+        seed(
+            catalog,
+            sid,
+            status=node.status,
+            ago=OLD if node.old else NEW,
+            parent=parent,
+            root=root,
+            options=options,
+        )
         with catalog.engine.begin() as conn:
             conn.execute(
                 schema.sessions.update()
@@ -172,7 +179,9 @@ def _state(host: Host, ids: list[str]) -> dict[str, Any]:
     with catalog.engine.connect() as conn:
         present = {
             r[0]
-            for r in conn.execute(sa.select(schema.sessions.c.id).where(schema.sessions.c.id.in_(ids)))
+            for r in conn.execute(
+                sa.select(schema.sessions.c.id).where(schema.sessions.c.id.in_(ids))
+            )
         }
         events = dict(
             conn.execute(
@@ -182,11 +191,7 @@ def _state(host: Host, ids: list[str]) -> dict[str, Any]:
             ).all()
         )
     runs = {
-        sid: sum(
-            1
-            for g in range(4)
-            if DBOS.get_workflow_status(workflow_id(sid, g)) is not None
-        )
+        sid: sum(1 for g in range(4) if DBOS.get_workflow_status(workflow_id(sid, g)) is not None)
         for sid in ids
     }
     files = {sid: (host.settings.artifacts_dir / sid / "a.md").exists() for sid in ids}
@@ -237,7 +242,9 @@ def test_the_sweeper_removes_exactly_what_it_may(host: Host, nodes: list[Node]) 
     assert {i for i in ids if host.catalog.find_session(i) is None} == expected
     for sid in ids:
         if sid in expected:
-            assert after["runs"][sid] == 0 and not after["files"][sid] and sid not in after["events"]
+            assert (
+                after["runs"][sid] == 0 and not after["files"][sid] and sid not in after["events"]
+            )
         else:
             assert after["runs"][sid] == before["runs"][sid] == nodes[ids.index(sid)].generations
             assert after["files"][sid] == before["files"][sid]

@@ -211,7 +211,10 @@ class SessionLoop:
         return True
 
     async def roll_over(self) -> dict[str, Any]:
-        """Continue in a fresh workflow; the catalog keeps the whole history."""
+        """Continue in a fresh workflow; the catalog keeps the whole history. A system agent
+        also drops the engine history of its generations before this one."""
+        if self.options.get("system_agent"):
+            await self.d.step("drop_history", steps.drop_old_generations, self.sid, self.generation)
         await self.d.restart_as_new(self.sid, self.generation)
         return {"status": "rolled_over", "reason": "rollover"}
 

@@ -456,6 +456,25 @@ async def tool_call(session_id: str, turn: int, call: dict[str, Any]) -> dict[st
 
 
 CHECK_PREVIEW = 4000
+# A system agent's rollover drops the engine history of its earlier generations (this
+# many are looked back at, in case a crash skipped a drop).
+HISTORY_DROP_WINDOW = 5
+
+
+async def drop_old_generations(session_id: str, generation: int) -> int:
+    """Delete the engine history of a session's generations before this one (they
+    ended; the catalog keeps the transcript): a system agent that runs for months keeps a
+    bounded step log without a model call. Returns the runs deleted."""
+    from swarmdeck.catalog.housekeeping import forget_generations
+    from swarmdeck.runtime.engine import workflow_id
+
+    svc = services()
+    if svc.engine_ops is None:
+        return 0
+    old = range(max(0, generation - HISTORY_DROP_WINDOW), generation)
+    deleted = await svc.engine_ops.delete_workflows([workflow_id(session_id, g) for g in old])
+    await asyncio.to_thread(forget_generations, svc.catalog, [(session_id, g) for g in old])
+    return len(deleted)
 
 
 async def run_check(session_id: str, cron: dict[str, Any], fired_at: float) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from swarmdeck.tools.builtins.mgmt.ops import EngineRun, HistoryRemoved, MgmtOps
 
 MGMT_MODES = frozenset({"agent"})
 # Ended engine runs that make a scan wake the sweeper to prune.
-PRUNE_AT = 20
+PRUNE_AT = 3
 DEFAULT_PRUNE_MINUTES = 60.0
 DEFAULT_KEEP = 3
 
@@ -84,7 +84,7 @@ async def _scan(ctx: ToolContext, args: ScanArgs) -> ToolOutcome:
     now = time.time()
     units = found.removable(grace_s, args.include_orphans, now)
     runs = await ops(ctx).ended_runs()
-    old = prunable(runs, found, 60.0 * DEFAULT_PRUNE_MINUTES, DEFAULT_KEEP, now)
+    old = prunable(runs, found, grace_s, DEFAULT_KEEP, now)
     lines = []
     for sid in units:
         b = found.by_id[sid]
@@ -99,7 +99,7 @@ async def _scan(ctx: ToolContext, args: ScanArgs) -> ToolOutcome:
         if units
         else f"nothing to remove (grace {grace_s / 60:g} min)"
     )
-    prune = f"engine history: {len(old)} ended run(s) older than {DEFAULT_PRUNE_MINUTES:g} min"
+    prune = f"engine history: {len(old)} ended run(s) nobody needs"
     if len(old) >= PRUNE_AT:
         prune += " - call prune_orchestrations"
     quiet = not units and len(old) < PRUNE_AT
