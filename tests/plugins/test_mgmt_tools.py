@@ -237,3 +237,22 @@ async def test_terminate_and_scale_on_a_persons_turn(swarm: Swarm, fake_llm, wor
         assert conn.execute(sa.select(schema.supervisors.c.processes)).scalar_one() == 5
     zero = await use(swarm, "scale_workers", ctx(swarm), processes=0)
     assert zero.is_error and "processes" in zero.content
+
+
+async def test_a_system_agents_rollover_keeps_a_bounded_step_log(
+    swarm: Swarm, fake_llm, workdir: Path
+) -> None:
+    fake_llm.set_script(
+        Scripted({"agent": Agent([calls(call("cron", seconds=0.05, reason="t"))], rest="t")})
+    )
+    options = {"rollover_iterations": 1, "system_agent": "roller"}
+    session = await swarm.start(
+        "agent", AgentSpec("fake", persistent=True, options=options), workdir=workdir
+    )
+    catalog = swarm.host.catalog
+    await await_for(lambda: catalog.get_session(session.id).generation >= 6, timeout=60)
+    await session.cancel()
+    current = catalog.get_session(session.id).generation
+    kept = [g for g in range(current + 1) if await exists(workflow_id(session.id, g))]
+    # Each rollover dropped the generations before the one ending: two at most remain.
+    assert kept and kept[0] >= current - 2 and len(kept) <= 3, kept

@@ -7,6 +7,7 @@ tick wakes no model."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -320,3 +321,26 @@ def test_run_agent_from_the_cli(sd_home: Path, fake_llm, plugin: Path, workdir: 
     assert refused.code == 2 and "sweeper is a system agent" in refused.stderr
     missing = run_cli(sd_home, "run", "--agent", "nobody", "--model", "fake")
     assert missing.code == 2 and "no agent named nobody" in missing.stderr
+
+
+async def test_a_persons_message_ends_a_wait_and_is_answered_first(
+    swarm: Swarm, fake_llm, workdir: Path
+) -> None:
+    def waiter(req: FakeRequest) -> Reply:
+        if req.turn == 0:
+            return calls(call("wait", seconds=600, reason="nap"))
+        return text("answered: " + str(req.messages[-1]["content"])[:60])
+
+    fake_llm.set_script(waiter)
+    session = await swarm.start("nap", AgentSpec("fake", persistent=True), workdir=workdir)
+    catalog = swarm.host.catalog
+    await await_for(status_is(catalog, session.id, "waiting"))
+    started = time.monotonic()
+    await session.send("stop napping")
+    res = await session.result(timeout=30)
+    assert time.monotonic() - started < 10
+    results = [e.payload["content"] for e in catalog.events(session.id, kinds=["tool_result"])]
+    assert results == ["wait ended early (nap): a message arrived; read it and answer it first"]
+    assert res.text == "answered: stop napping"
+    turn = catalog.events(session.id, kinds=["assistant"])[-1]
+    assert turn.payload["origin"] == "person"
