@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -60,36 +60,38 @@ def model_check(name: str) -> str | None:
     return None
 
 
+def print_listing(rows: list[dict[str, Any]], columns: dict[str, str], as_json: bool) -> None:
+    """Rows as one JSON array, or as a table of these columns (heading -> key)."""
+    if as_json:
+        print(json.dumps(rows))
+        return
+    table = Table(box=None, header_style="bold")
+    for heading in columns:
+        table.add_column(heading)
+    for row in rows:
+        table.add_row(*(str(row[key] if row[key] is not None else "") for key in columns.values()))
+    Console().print(table)
+
+
 @agents_app.command("ls")
 def ls(workdir: WorkdirOpt = Path("."), plugin: PluginOpt = None, as_json: JsonOpt = False) -> None:
     """List the named agents (the winner of each name across the tiers)."""
     found = plugin_set(workdir, plugin)
-    agents = sorted(found.agents.values(), key=lambda a: a.name)
-    if as_json:
-        print(
-            json.dumps(
-                [
-                    {
-                        "name": a.name,
-                        "description": a.description,
-                        "system": a.system,
-                        "id": a.agent_id if a.system else None,
-                        "tier": a.tier,
-                        "plugin": a.plugin,
-                        "path": str(a.path),
-                    }
-                    for a in agents
-                ]
-            )
-        )
-        return
-    table = Table(box=None, header_style="bold")
-    for col in ("name", "kind", "tier", "plugin", "description"):
-        table.add_column(col)
-    for a in agents:
-        kind = f"system ({a.agent_id})" if a.system else "agent"
-        table.add_row(a.name, kind, a.tier, a.plugin, a.description)
-    Console().print(table)
+    rows = [
+        {
+            "name": a.name,
+            "kind": f"system ({a.agent_id})" if a.system else "agent",
+            "description": a.description,
+            "system": a.system,
+            "id": a.agent_id if a.system else None,
+            "tier": a.tier,
+            "plugin": a.plugin,
+            "path": str(a.path),
+        }
+        for a in sorted(found.agents.values(), key=lambda a: a.name)
+    ]
+    columns = {"name": "name", "kind": "kind", "tier": "tier", "plugin": "plugin"}
+    print_listing(rows, {**columns, "description": "description"}, as_json)
 
 
 @agents_app.command("show")

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
-from swarmdeck.cli.agents import JsonOpt, PluginOpt, WorkdirOpt, plugin_set
+from swarmdeck.cli.agents import JsonOpt, PluginOpt, WorkdirOpt, plugin_set, print_listing
 from swarmdeck.cli.app import app
 from swarmdeck.errors import NotFoundError
 
@@ -21,30 +19,20 @@ app.add_typer(skills_app, name="skills")
 @skills_app.command("ls")
 def ls(workdir: WorkdirOpt = Path("."), plugin: PluginOpt = None, as_json: JsonOpt = False) -> None:
     """List the skills (the winner of each name across the tiers)."""
-    found = sorted(plugin_set(workdir, plugin).skills.values(), key=lambda s: s.name)
-    if as_json:
-        print(
-            json.dumps(
-                [
-                    {
-                        "name": s.name,
-                        "description": s.description,
-                        "tools": s.tools,
-                        "tier": s.tier,
-                        "plugin": s.plugin,
-                        "path": str(s.path),
-                    }
-                    for s in found
-                ]
-            )
-        )
-        return
-    table = Table(box=None, header_style="bold")
-    for col in ("name", "tier", "plugin", "tools", "description"):
-        table.add_column(col)
-    for s in found:
-        table.add_row(s.name, s.tier, s.plugin, str(len(s.tools)), s.description)
-    Console().print(table)
+    rows = [
+        {
+            "name": s.name,
+            "description": s.description,
+            "tools": s.tools,
+            "tool_count": len(s.tools),
+            "tier": s.tier,
+            "plugin": s.plugin,
+            "path": str(s.path),
+        }
+        for s in sorted(plugin_set(workdir, plugin).skills.values(), key=lambda s: s.name)
+    ]
+    columns = {"name": "name", "tier": "tier", "plugin": "plugin", "tools": "tool_count"}
+    print_listing(rows, {**columns, "description": "description"}, as_json)
 
 
 @skills_app.command("show")
