@@ -64,6 +64,11 @@ def test_reference_folders_load_and_validate_clean(
     res = run_cli(sd_home, "agents", "validate", str(reference))
     assert res.code == 0, res.stdout + res.stderr
     assert res.stdout.strip().endswith("8 file(s) checked: clean, 1 warning(s)")
+    # The packaged plugins (every tier, no folder given) validate clean too.
+    packaged = run_cli(sd_home, "agents", "validate")
+    assert (
+        packaged.code == 0 and packaged.stdout.strip() == "8 file(s) checked: clean, 0 warning(s)"
+    )
 
 
 def test_validate_names_exactly_the_tools_swarmdeck_lacks(reference: Path, sd_home: Path) -> None:

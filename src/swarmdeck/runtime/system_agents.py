@@ -38,6 +38,8 @@ def enabled_agents(host: Host) -> list[Enabled]:
     table = SystemAgents(host.catalog.engine)
     rows = {r.agent_id: r for r in table.rows()}
     settings = host.settings
+    if not rows and not settings.system_model:
+        return []  # never enabled here: the common case costs one read a cycle
     found: list[Enabled] = []
     plugin_sets: dict[tuple[str, ...], PluginSet] = {}
 
