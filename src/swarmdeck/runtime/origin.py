@@ -20,7 +20,8 @@ RESTART_KEY = "restart:"
 def input_origin(kind: str, key: str, *, has_parent: bool, system: bool) -> str | None:
     """Who an input entry of the transcript came from; None for what is not an input."""
     if kind == "task":
-        return PARENT if has_parent else SYSTEM if system else PERSON
+        # A system agent's first message is the fleet's, even under a parent agent.
+        return SYSTEM if system else PARENT if has_parent else PERSON
     if kind == "user":
         if key.startswith(FROM_PARENT_KEY):
             return PARENT
