@@ -142,6 +142,19 @@ def test_fleet_brings_them_up_and_a_scripted_sweeper_cleans_a_seeded_store(
         quiet = catalog.get_session("sys-sweeper").options["cron"]["quiet_ticks"]
         assert quiet >= 2
         assert script.asked["sweeper"] == len(catalog.events("sys-sweeper", kinds=["assistant"]))
+
+        # They survive a SIGKILL of their worker: the next one takes them over, no new
+        # session, no turn asked again, the cron ticking on.
+        asked = dict(script.asked)
+        sigkill(worker)
+        worker = popen_cli(sd_home, "worker")
+
+        def ticks() -> int:
+            return catalog.get_session("sys-sweeper").options["cron"]["quiet_ticks"]
+
+        before = ticks()
+        wait_for(lambda: ticks() >= before + 3, timeout=60, what="ticks after the takeover")
+        assert session_ids(catalog) == kept | SYSTEM and script.asked == asked
     finally:
         sigkill(worker)
 
