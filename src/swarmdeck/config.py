@@ -23,6 +23,11 @@ HOME_ENV = "SWARMDECK_HOME"
 STORE_ENV = "SWARMDECK_STORE"
 SETTINGS_FILE = "settings.yaml"
 SANDBOX_VALUES = {"auto": False, "off": True}
+# The setting that enables the system agents without `swarmdeck system start`: the model
+# they run on (never a default: the user names it).
+SYSTEM_MODEL_ENV = "SWARMDECK_SYSTEM_MODEL"
+# The least age (minutes) of an ended session or run that maintenance may remove.
+GRACE_ENV = "SWARMDECK_CLEANUP_GRACE_MINUTES"
 
 
 def home_dir() -> Path:
@@ -47,6 +52,10 @@ class Settings:
     retry_after_cap_seconds: float = 60.0
     # The user accepts shell tools without a sandbox (settings.yaml `sandbox: off`).
     no_sandbox: bool = False
+    # The least time a session must have ended before maintenance tools may remove it or its
+    # transcript, whatever a model asks for.
+    cleanup_grace_minutes: float = 5.0
+    system_model: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -74,6 +83,16 @@ class Settings:
         """Artifact files; the catalog keeps their metadata."""
         return self.home / "artifacts"
 
+    @property
+    def worktrees_dir(self) -> Path:
+        """Git worktrees that code runs made."""
+        return self.home / "worktrees"
+
+    @property
+    def system_dir(self) -> Path:
+        """The workdir of the system agents."""
+        return self.home / "system"
+
 
 def ensure_home(home: Path) -> Path:
     """The home dir, created (0700) on first use and tightened when others may enter it;
@@ -94,7 +113,13 @@ def load_settings() -> Settings:
     """Settings from the environment and settings.yaml; the home is created on first use."""
     home = ensure_home(home_dir())
     store = os.environ.get(STORE_ENV) or f"sqlite:///{home / 'swarmdeck.sqlite'}"
-    return Settings(home=home, store_url=store, no_sandbox=sandbox_opted_out(home))
+    return Settings(
+        home=home,
+        store_url=store,
+        no_sandbox=sandbox_opted_out(home),
+        system_model=os.environ.get(SYSTEM_MODEL_ENV) or None,
+        cleanup_grace_minutes=_minutes(os.environ.get(GRACE_ENV), Settings.cleanup_grace_minutes),
+    )
 
 
 def _user_settings(home: Path) -> dict[str, Any]:
@@ -120,3 +145,18 @@ def sandbox_opted_out(home: Path | None = None) -> bool:
             "use `sandbox: auto` or `sandbox: off`",
         )
     return SANDBOX_VALUES[value]
+
+
+def _minutes(raw: str | None, default: float) -> float:
+    """A setting in minutes; ConfigError names it when it is not a number."""
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if value < 0:
+        from swarmdeck.errors import ConfigError
+
+        raise ConfigError(f"{GRACE_ENV} must be a number of minutes, not {raw!r}")
+    return value

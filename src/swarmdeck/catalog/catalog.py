@@ -22,6 +22,7 @@ from swarmdeck.catalog.records import (
     InboxPost,
     SessionRecord,
     UsageTotals,
+    system_session_id,
 )
 from swarmdeck.errors import NotFoundError, UsageError
 from swarmdeck.models.types import Usage
@@ -238,9 +239,12 @@ class Catalog:
         return SessionRecord.from_row(row), turns
 
     def resolve_session_id(self, prefix: str) -> str:
-        """Expand a unique id prefix, as git does for commits."""
+        """Expand a unique id prefix, as git does for commits; a system agent's id (say
+        `sweeper`) names its session (`sys-sweeper`)."""
         if self.find_session(prefix):
             return prefix
+        if self.find_session(system_session_id(prefix)):
+            return system_session_id(prefix)
         with self._reads.connect() as conn:
             ids = [
                 r[0]

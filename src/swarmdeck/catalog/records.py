@@ -18,6 +18,13 @@ STATUSES = (
     "budget_exceeded",
 )
 TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "budget_exceeded"})
+# A system agent runs under `sys-<its id>`, once per store.
+SYSTEM_SESSION_PREFIX = "sys-"
+
+
+def system_session_id(agent_id: str) -> str:
+    """The session id of the system agent with this id."""
+    return f"{SYSTEM_SESSION_PREFIX}{agent_id}"
 
 
 @dataclass
@@ -50,6 +57,11 @@ class SessionRecord:
     def terminal(self) -> bool:
         """True once the session can no longer change."""
         return self.status in TERMINAL_STATUSES
+
+    @property
+    def system(self) -> bool:
+        """True for a system agent's session (by its options, or by its id: fail closed)."""
+        return bool(self.options.get("system_agent")) or self.id.startswith(SYSTEM_SESSION_PREFIX)
 
     @classmethod
     def from_row(cls, row: Any) -> SessionRecord:

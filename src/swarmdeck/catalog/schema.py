@@ -131,6 +131,33 @@ generations = sa.Table(
 )
 
 
+# The system agents enabled on this store (`swarmdeck system start`): every worker keeps
+# their sessions running. The model is the one the user named.
+system_agents = sa.Table(
+    "sd_system_agents",
+    metadata,
+    sa.Column("agent_id", sa.String(64), primary_key=True),
+    sa.Column("model", sa.String(256), nullable=False),
+    sa.Column("enabled", sa.Boolean, nullable=False, default=True),
+    sa.Column("plugins", sa.Text, nullable=False, default="[]"),  # JSON list of folders
+    sa.Column("restarted_at", sa.Float, nullable=False, default=0.0),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+# Supervisors of `swarmdeck worker --processes N` (the fleet's table; scale_workers writes
+# the desired process count here).
+supervisors = sa.Table(
+    "sd_supervisors",
+    metadata,
+    sa.Column("supervisor_id", sa.String(128), primary_key=True),
+    sa.Column("hostname", sa.String(255)),
+    sa.Column("pid", sa.Integer),
+    sa.Column("processes", sa.Integer, nullable=False),
+    sa.Column("heartbeat_at", sa.Float, nullable=False),
+    sa.Column("stopped", sa.Boolean, nullable=False, default=False),
+)
+
+
 def create_all(engine: sa.Engine) -> None:
     """Create missing tables (idempotent; safe when several processes start at once)."""
     metadata.create_all(engine, checkfirst=True)

@@ -21,6 +21,7 @@ app = typer.Typer(
 def _register() -> None:
     # Command modules register themselves on import; kept here so `app` has them all.
     from swarmdeck.cli import (  # noqa: F401
+        agents,
         artifacts,
         demo,
         dispatch,
@@ -31,7 +32,9 @@ def _register() -> None:
         providers,
         run,
         sessions,
+        skills,
         status,
+        system,
         usage,
         worker,
     )

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
+from swarmdeck.cli.agents import PluginOpt
 from swarmdeck.cli.app import app
 from swarmdeck.cli.dispatch import (
     DryRunOpt,
@@ -85,19 +86,28 @@ def run(
     ] = None,
     max_steps: MaxStepsOpt = None,
     no_sandbox: NoSandboxOpt = False,
+    agent: Annotated[
+        str | None,
+        typer.Option("--agent", help="Short form: a named agent (see `swarmdeck agents ls`)."),
+    ] = None,
+    plugin: PluginOpt = None,
 ) -> None:
     """Run one task with progress on stderr; ends with the verdict (or, short form, the answer)."""
     limits = ShortLimits(turn_cap(max_turns, max_steps), max_tokens, max_cost, max_children)
-    if task_text is not None and task is None and task_file is None:
+    short = task_text is not None or agent is not None
+    if short and task is None and task_file is None:
         if provider or session or worktree or dry_run or idle_timeout:
             raise UsageError(
-                "the short form takes TASK, --model, --workdir, --timeout and the limits only",
+                "the short form takes TASK, --model, --agent, --workdir, --timeout and the "
+                "limits only",
                 "for the contract form pass --task or --task-file with --provider and --mode",
             )
-        if not task_text.strip():
+        if task_text is not None and not task_text.strip():
             raise UsageError("the task is empty", 'say what the agent should do: run "TASK"')
         where = workdir or Path(".")
-        _run_short(task_text, model or "openai", where, mode, limits, timeout, quiet, no_sandbox)
+        session_mode = _short_form_mode(mode, no_sandbox)
+        request = _short_request(task_text, model, agent, plugin, where, session_mode)
+        _run_short(request, mode is None, limits, timeout, quiet, no_sandbox)
         return
     if task_text is not None:
         raise UsageError("pass the task once: as TASK, --task or --task-file", "")
@@ -152,11 +162,45 @@ def _short_form_mode(mode: str | None, no_sandbox: bool) -> str:
     return chosen
 
 
-def _run_short(
-    task: str,
-    model: str,
+def _short_request(
+    task: str | None,
+    model: str | None,
+    agent: str | None,
+    plugins: list[Path] | None,
     workdir: Path,
-    mode: str | None,
+    mode: str,
+) -> Any:
+    """The session a short-form run starts: a plain agent, or a named one."""
+    from swarmdeck.runtime.host import SessionRequest
+
+    if agent is None:
+        assert task is not None
+        return SessionRequest(task, model or "openai", workdir, mode=mode)
+    from swarmdeck.cli.agents import plugin_set
+    from swarmdeck.errors import NotFoundError
+    from swarmdeck.runtime.agents import named_request
+
+    found = plugin_set(workdir, plugins)
+    definition = found.agent(agent)
+    if definition is None:
+        raise NotFoundError(f"no agent named {agent}", "list them with `swarmdeck agents ls`")
+    folders = [str(p.resolve()) for p in plugins or []]
+    chosen = model or definition.model or "openai"
+    request = named_request(
+        definition, found, task=task, model=chosen, workdir=workdir, plugins=folders
+    )
+    if definition.cron is not None:
+        raise UsageError(
+            f"agent {agent} runs on a cron and never ends, and `run` waits for the end",
+            "start it from the SDK, or make it a system agent",
+        )
+    request.mode = mode
+    return request
+
+
+def _run_short(
+    request: Any,
+    read_only_default: bool,
     limits: ShortLimits,
     timeout: float | None,
     quiet: bool,
@@ -167,26 +211,23 @@ def _run_short(
     from swarmdeck.dispatch.runner import stop_session
     from swarmdeck.dispatch.settings import load_dispatch_settings
     from swarmdeck.models.reach import check_reachable
-    from swarmdeck.runtime.host import Host, SessionRequest
+    from swarmdeck.runtime.host import Host
     from swarmdeck.tools.base import READ_ONLY_MODES
     from swarmdeck.tools.sandbox import sandbox_in_force, sandbox_warning
 
-    session_mode = _short_form_mode(mode, no_sandbox)
     host = Host()
-    config, model_name = host.services.provider_for(model)
+    config, model_name = host.services.provider_for(request.model)
     budget = budget_of(config, model_name, limits.max_tokens, limits.max_cost)
-    options = {
-        "max_turns": limits.max_turns or SHORT_FORM_MAX_TURNS,
-        "no_sandbox": no_sandbox,
-        **limit_options(budget, limits.max_children),
-    }
-    request = SessionRequest(task, model, workdir, mode=session_mode, options=options)
+    max_turns = limits.max_turns or request.options.get("max_turns") or SHORT_FORM_MAX_TURNS
+    request.options.update(
+        max_turns=max_turns, no_sandbox=no_sandbox, **limit_options(budget, limits.max_children)
+    )
     host.check_request(request)
     wall = load_dispatch_settings(host.settings.home).timeout_s if timeout is None else timeout
     asyncio.run(check_reachable(config.base_url, config.key))
     record = host.create_session(request)
     # Said once the run is sure to start (a refused run prints its one error line only).
-    if mode is None:
+    if read_only_default:
         print(
             "swarmdeck: read-only run with explore's tools (pass --mode code to let the "
             "agent change files)",
@@ -195,7 +236,7 @@ def _run_short(
     opted_out = no_sandbox or host.settings.no_sandbox
     sandbox = sandbox_in_force(opted_out)
     if not sandbox.available:
-        warning = sandbox_warning(session_mode in READ_ONLY_MODES, sandbox.reason, opted_out)
+        warning = sandbox_warning(request.mode in READ_ONLY_MODES, sandbox.reason, opted_out)
         print(f"swarmdeck: {warning}", file=sys.stderr)
 
     async def go() -> dict[str, Any] | None:
@@ -215,8 +256,6 @@ def _run_short(
         print(f"session {final.id}: {final.status} (timed out after {wall:g}s)", file=sys.stderr)
         sys.exit(EXIT_TIMEOUT)
     reason = outcome.get("reason")
-    capped = (
-        f" (stopped at the step cap: {options['max_turns']} turns)" if reason == "step_cap" else ""
-    )
+    capped = f" (stopped at the step cap: {max_turns} turns)" if reason == "step_cap" else ""
     print(f"session {final.id}: {final.status}{capped}", file=sys.stderr)
     sys.exit(exit_code_for(outcome.get("status", final.status), reason))

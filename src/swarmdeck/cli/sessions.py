@@ -277,12 +277,21 @@ def rm(
 
 @sessions_app.command("tree")
 def tree_cmd(
-    session_id: Annotated[str, typer.Argument(help="Any session of the tree.")],
+    session_id: Annotated[
+        str | None, typer.Argument(help="Any session of the tree; default: every live tree.")
+    ] = None,
 ) -> None:
     """Show a session tree: parent, sub-agents and their statuses."""
     catalog = open_catalog()
-    root = catalog.get_session(catalog.resolve_session_id(session_id)).root_id
-    Console().print(render_tree(catalog, root))
+    if session_id is not None:
+        root = catalog.get_session(catalog.resolve_session_id(session_id)).root_id
+        Console().print(render_tree(catalog, root))
+        return
+    roots = sorted({catalog.get_session(i).root_id for i in catalog.live_session_ids()})
+    if not roots:
+        Console(stderr=True).print("no live sessions")
+    for root in roots:
+        Console().print(render_tree(catalog, root))
 
 
 def render_tree(catalog: Catalog, root_id: str) -> object:

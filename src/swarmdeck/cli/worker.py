@@ -40,6 +40,8 @@ def worker(
     console.print(f"worker {engine.executor_id} on {host.settings.store_url.split('@')[-1]}")
 
     async def serve() -> None:
+        from swarmdeck.runtime.system_agents import keep_system_agents
+
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -48,6 +50,8 @@ def worker(
             claimed = await asyncio.to_thread(engine.recover_dead_workers)
             if claimed:
                 console.print(f"took over the sessions of {', '.join(claimed)}")
+            for line in await keep_system_agents(host):
+                console.print(line)
             if once:
                 settled = await settle(host, engine, stop, max_seconds)
                 if not settled:

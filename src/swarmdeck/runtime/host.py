@@ -29,13 +29,9 @@ def new_session_id() -> str:
 
 def default_tools() -> list[Tool]:
     """Built-in tools every session may be offered (filtered by mode)."""
-    from swarmdeck.tools.builtins.artifacts import ARTIFACT_TOOLS
-    from swarmdeck.tools.builtins.control import CONTROL_TOOLS
-    from swarmdeck.tools.builtins.files import FILE_TOOLS
-    from swarmdeck.tools.builtins.results import SUBMIT_RESULT_TOOL
-    from swarmdeck.tools.builtins.shell import SHELL_TOOL
+    from swarmdeck.tools.builtins.registry import builtin_tools
 
-    return [*FILE_TOOLS, SHELL_TOOL, *ARTIFACT_TOOLS, *CONTROL_TOOLS, SUBMIT_RESULT_TOOL]
+    return builtin_tools()
 
 
 @dataclass
@@ -51,6 +47,7 @@ class SessionRequest:
     tool_names: list[str] | None = None
     options: dict[str, Any] = field(default_factory=dict)
     session_id: str | None = None
+    agent: str | None = None
 
 
 class Host:
@@ -114,6 +111,7 @@ class Host:
             system_message=req.system_message,
             tool_names=req.tool_names,
             options=req.options,
+            agent=req.agent,
         )
         return record
 

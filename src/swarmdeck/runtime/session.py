@@ -68,10 +68,10 @@ class SessionLoop:
 
     async def run(self) -> dict[str, Any]:
         """Turns until the model is done, a limit is hit, or the generation rolls over."""
-        if self.resume_resting and self.waits_between_turns:
+        if self.resume_resting and self.waits_between_turns and not await self.idle():
             # A rolled-over generation: the model had ended its turn, so there is nothing
             # to answer yet; asking it again would cost a turn and skip the cron's schedule.
-            await self.idle()
+            return await self.roll_over()
         while True:
             ended = await self.check_limits()
             if ended:
@@ -99,9 +99,8 @@ class SessionLoop:
                 if await steps.mail_waiting(self.sid, self.turn, self.generation, ["user"]):
                     continue  # a message arrived while the model finished: the turn takes it
                 return await self.end("completed", None, "model_done")
-            if self.iterations >= self.rollover:
+            if self.iterations >= self.rollover or not await self.idle():
                 return await self.roll_over()
-            await self.idle()
 
     async def check_limits(self) -> dict[str, Any] | None:
         """The step cap and the budgets, checked at every turn boundary."""
@@ -143,8 +142,14 @@ class SessionLoop:
         claim = f"g{self.generation}:d{self.drains}"
         return await self.d.step("drain", tree.drain_inbox, self.sid, claim, kinds, record, wake)
 
-    async def idle(self) -> None:
-        """Wait for a message or the next cron tick; the model then takes a turn."""
+    async def idle(self) -> bool:
+        """Wait for a message or the next cron tick that wakes the model; True then, False
+        when quiet ticks used up the generation (the caller rolls over).
+
+        A tick whose check finds nothing is quiet: no model call, no transcript entry, and
+        the session stays idle. It still counts as an iteration, since its steps fill this
+        generation's log like a turn's do.
+        """
         await self.d.step("status", steps.set_status, self.sid, "idle")
         while True:
             if await self.drain(None, wake=True):
@@ -155,12 +160,17 @@ class SessionLoop:
                 break
             now = await self.d.now()
             if self.cron and now >= self.cron["next_at"]:
-                await self.tick_cron(now)
-                break
+                if await self.tick_cron(now):
+                    break
+                self.iterations += 1
+                if self.iterations >= self.rollover:
+                    return False
+                continue
             timeout = self.cron["next_at"] - now if self.cron else IDLE_RECV_SECONDS
             if await self.d.recv("doorbell", timeout) is not None:
                 await self.collect_batch()
         await self.d.step("status", steps.set_status, self.sid, "running")
+        return True
 
     async def collect_batch(self) -> None:
         """Let a burst of messages land before draining them all in one turn: until the
@@ -175,8 +185,9 @@ class SessionLoop:
             if await self.d.now() - started >= BATCH_MAX_SECONDS:
                 return
 
-    async def tick_cron(self, now: float) -> None:
-        """Fire the cron: a timer message in the transcript, and the next deadline.
+    async def tick_cron(self, now: float) -> bool:
+        """Fire the cron: run its check, if it has one; unless the check found nothing, a
+        timer message in the transcript wakes the model. True when it does.
 
         Ticks missed while the session was busy or down fire once, not one by one.
         """
@@ -184,14 +195,27 @@ class SessionLoop:
         fired_at, interval = self.cron["next_at"], self.cron["interval"]
         missed = int((now - fired_at) // interval)
         self.cron = {**self.cron, "next_at": fired_at + (missed + 1) * interval}
+        found = None
+        if self.cron.get("check"):
+            found = await self.d.step("cron_check", steps.run_check, self.sid, self.cron, fired_at)
+            if found["quiet"]:
+                self.cron["quiet_ticks"] = int(self.cron.get("quiet_ticks", 0)) + 1
+                await self.d.step("cron_next", tree.set_cron, self.sid, self.cron)
+                return False
         await self.d.step("cron_next", tree.set_cron, self.sid, self.cron)
         text = f"cron tick: {self.cron['reason'] or 'recurring wake-up'}"
+        if found is not None:
+            text += f"\n{self.cron['check']} found:\n{found['content']}"
         await self.d.step(
             "timer", steps.append_event, self.sid, f"cron:{fired_at}", "timer", {"text": text}
         )
+        return True
 
     async def roll_over(self) -> dict[str, Any]:
-        """Continue in a fresh workflow; the catalog keeps the whole history."""
+        """Continue in a fresh workflow; the catalog keeps the whole history. A system agent
+        also drops the engine history of its generations before this one."""
+        if self.options.get("system_agent"):
+            await self.d.step("drop_history", steps.drop_old_generations, self.sid, self.generation)
         await self.d.restart_as_new(self.sid, self.generation)
         return {"status": "rolled_over", "reason": "rollover"}
 

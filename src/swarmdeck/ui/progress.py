@@ -56,6 +56,10 @@ class ProgressPrinter:
         if ev.kind == "tool_result":
             style = "red" if p.get("is_error") else "dim"
             return f"[{style}]  ← {escape(_preview(p['content'], 120))}[/]"
+        if ev.kind == "audit":
+            what = {k: v for k, v in p.items() if k in ("session", "runs", "files", "bytes")}
+            shown = ", ".join(f"{k}={v}" for k, v in what.items())
+            return f"[magenta]audit[/] {escape(p['action'])} {escape(shown)}: {escape(p['why'])}"
         if ev.kind == "error":
             return f"[red]error[/] {escape(p['message'])}"
         if ev.kind == "status":
