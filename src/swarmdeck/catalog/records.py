@@ -45,6 +45,7 @@ class SessionRecord:
     generation: int
     created_at: float
     updated_at: float
+    active_at: float | None = None
 
     @property
     def terminal(self) -> bool:
@@ -112,6 +113,8 @@ class UsageTotals:
     cache_read: int = 0
     cache_write: int = 0
     cost_usd: float | None = None
+    # Turns whose counts were estimated (the provider reported none).
+    estimated_turns: int = 0
     by_model: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def tokens(self) -> dict[str, int]:

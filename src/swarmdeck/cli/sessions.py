@@ -174,17 +174,22 @@ def tail(
 def resume(
     session_id: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
 ) -> None:
-    """Resume a session whose process died: take over its work and run it to the end here."""
+    """Resume a session whose process died, or that failed (on a provider error, say):
+    take over its work, or ask the model again, and run it to the end here."""
     from swarmdeck.cli.hosting import session_host
     from swarmdeck.cli.run import exit_code_for, run_and_follow
 
     host = session_host()
     sid = host.catalog.resolve_session_id(session_id)
+    failed = host.catalog.get_session(sid).status == "failed"
 
     async def go() -> str:
         try:
             host.launch().recover_dead_workers()
-            outcome = await run_and_follow(host, sid)
+            if failed:
+                # A new generation: the turn that failed is asked again.
+                await host.retry_session(sid)
+            outcome = await run_and_follow(host, sid, start=not failed)
             return outcome.get("status", "failed")
         finally:
             host.shutdown()
