@@ -323,7 +323,9 @@ class Catalog:
                 if notice is not None:
                     self._post(conn, notice)
         except IntegrityError:
-            return False
+            if self.has_event(session_id, key):
+                return False
+            raise  # another constraint refused the end: the caller must know
         return True
 
     def set_status(self, session_id: str, status: str, *, error: str | None = None) -> None:
