@@ -121,7 +121,12 @@ def show(
             "result": s.result,
             "final_text": s.final_text,
             "error": s.error,
-            "usage": {"turns": usage.turns, **usage.tokens(), "cost_usd": usage.cost_usd},
+            "usage": {
+                "turns": usage.turns,
+                **usage.tokens(),
+                "estimated_turns": usage.estimated_turns,
+                "cost_usd": usage.cost_usd,
+            },
             "events": [{"seq": e.seq, "kind": e.kind, "payload": e.payload} for e in events],
         }
         print(json.dumps(doc, ensure_ascii=False))
@@ -132,7 +137,8 @@ def show(
     if s.parent_id:
         console.print(f"parent {s.parent_id}")
     cost = f" · ${usage.cost_usd:.4f}" if usage.cost_usd is not None else ""
-    console.print(f"turns {usage.turns} · tokens in {usage.input} out {usage.output}{cost}")
+    tokens = f"tokens in {usage.input} out {usage.output}{usage.estimated_note}"
+    console.print(f"turns {usage.turns} · {tokens}{cost}")
     if s.error:
         console.print(f"[red]error[/] {s.error}")
     console.print()
