@@ -215,3 +215,24 @@ async def test_a_failing_listener_does_not_fail_the_call(fake: FakeLLM) -> None:
         [Message("user", "hi")], [], on_notice=broken, on_chunk=lambda: 1 / 0
     )
     assert completion.text == TEXT
+
+
+@pytest.mark.parametrize(
+    ("fault", "advice"),
+    [
+        ({"status": 503}, "try again later"),
+        ({"status": 429}, "lower concurrency or rpm"),
+        ({"cut_stream": True}, "concurrency 1"),
+    ],
+)
+async def test_giving_up_says_what_to_do_not_that_it_retries(
+    fake: FakeLLM, fault: dict[str, Any], advice: str
+) -> None:
+    fake.set_script(one_turn(fault, text="many words " * 30))
+    with pytest.raises(ProviderError) as info:
+        await model_for(fake, "openai", max_attempts=2, retry_after_cap_s=0).complete(
+            [Message("user", "hi")], []
+        )
+    assert "gave up after 2 attempts" in info.value.message
+    assert "retrying" not in info.value.one_line().split("gave up")[1]
+    assert advice in info.value.hint

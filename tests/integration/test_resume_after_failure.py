@@ -64,6 +64,7 @@ def test_sessions_resume_asks_the_model_again_after_an_outage(
         # The transcript it prints holds the outage once, as history, then the new turn.
         assert res.stderr.count("error cannot reach") == 1
         assert res.stderr.rstrip().endswith(f"session {session.id}: completed")
+        assert "WARNING" not in res.stderr
         # Asked again: the stored error is history, not the turn's answer.
         assert dict(script.asked_turns) == {("summarise", 1): 1}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import os
 import socket
 import threading
@@ -28,6 +29,25 @@ HEARTBEAT_SECONDS = 2.0
 # Waiting on a workflow that runs elsewhere polls the store; DBOS's default is 1 s, which
 # added up to a second to every run's end.
 RESULT_POLL_SECONDS = 0.05
+
+
+class _ExpectedCancels(logging.Filter):
+    """Drops DBOS's warning for a cancelled task: a process that stops (or a run that ends
+    while sessions idle) cancels its sessions' workflows on purpose; they stay resumable,
+    and the warning only alarmed users (on `sessions resume`, in the quickstart)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Asyncio task cancelled")
+
+
+_EXPECTED_CANCELS = _ExpectedCancels()
+
+
+def quiet_expected_cancels() -> None:
+    """Install the filter on DBOS's logger (once; DBOS keeps its own handlers)."""
+    dbos_log = logging.getLogger("dbos")
+    if _EXPECTED_CANCELS not in dbos_log.filters:
+        dbos_log.addFilter(_EXPECTED_CANCELS)
 
 
 def workflow_id(session_id: str, generation: int) -> str:
@@ -139,6 +159,7 @@ class Engine:
         self.services.engine_ops = self
         self.services.limiter.set_owner(self.executor_id)
         set_services(self.services)
+        quiet_expected_cancels()
         DBOS(config=_dbos_config(self.services.settings, self.services, self.executor_id))
         DBOS.launch()
         self.workers.register(self.executor_id)
