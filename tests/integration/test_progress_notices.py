@@ -159,9 +159,10 @@ def test_run_at_ask_user_reads_the_answer_from_a_terminal(
         assert proc.stderr is not None
         while "type your answer" not in err:
             assert time.monotonic() < deadline and proc.poll() is None, err
-            ready, _, _ = select.select([proc.stderr], [], [], 0.5)
+            # Raw reads: a buffered readline could keep the line select waits for.
+            ready, _, _ = select.select([proc.stderr.fileno()], [], [], 0.5)
             if ready:
-                err += proc.stderr.readline()
+                err += os.read(proc.stderr.fileno(), 65536).decode()
         os.write(master, b"purple\n")
         out, rest = proc.communicate(timeout=60)
     finally:

@@ -42,7 +42,7 @@ def test_usage_without_counts_is_estimated_and_shown_so(
     assert doc["usage"]["estimated_turns"] == 3
 
 
-def test_reported_usage_is_not_marked(store: Store, sd_home: Path, workdir: Path, fake_llm) -> None:
+def test_reported_usage_is_not_marked(sd_home: Path, workdir: Path, fake_llm) -> None:
     write_provider(sd_home, "local", fake_llm.openai_base_url)
     fake_llm.set_script({"scenarios": [{"turns": [{"text": "done"}]}]})
     assert run_cli(sd_home, "run", "hi", "-m", "local", "-C", str(workdir)).code == 0
