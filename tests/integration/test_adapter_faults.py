@@ -5,7 +5,6 @@ what is read, what is retried, what fails at once, and what the caller is told."
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -30,9 +29,9 @@ def quick_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeLLM]:
-    with FakeLLM() as server:
-        yield server
+def fake(fake_llm: FakeLLM) -> FakeLLM:
+    """The plugin's fake server, by a shorter name."""
+    return fake_llm
 
 
 def model_for(

@@ -87,20 +87,17 @@ def test_retries_and_cooldowns_show_in_progress_run_log_and_sessions_show(
     assert all(TIMED.match(line) for line in log.splitlines() if line.strip()), log
 
 
-def test_run_at_ask_user_says_how_to_answer(sd_home: Path, workdir: Path, fake_llm) -> None:
-    write_provider(sd_home, "fake", fake_llm.openai_base_url)
+def asks_a_color(home: Path, fake_llm: FakeLLM) -> None:
+    """A provider whose model asks the user a question, then repeats the answer."""
+    write_provider(home, "fake", fake_llm.openai_base_url)
+    question = calls(call("ask_user", question="which color?"))
     fake_llm.set_script(
-        Scripted(
-            {
-                "pick": Agent(
-                    [
-                        calls(call("ask_user", question="which color?")),
-                        lambda req: text("you said " + tool_results(req)[-1]),
-                    ]
-                )
-            }
-        )
+        Scripted({"pick": Agent([question, lambda req: text("you said " + tool_results(req)[-1])])})
     )
+
+
+def test_run_at_ask_user_says_how_to_answer(sd_home: Path, workdir: Path, fake_llm) -> None:
+    asks_a_color(sd_home, fake_llm)
     run = popen_cli(sd_home, "run", "pick a color", "-m", "fake", "-C", str(workdir))
     catalog = open_catalog()
     try:
@@ -119,19 +116,7 @@ def test_run_at_ask_user_says_how_to_answer(sd_home: Path, workdir: Path, fake_l
 def test_run_at_ask_user_reads_the_answer_from_a_terminal(
     sd_home: Path, workdir: Path, fake_llm
 ) -> None:
-    write_provider(sd_home, "fake", fake_llm.openai_base_url)
-    fake_llm.set_script(
-        Scripted(
-            {
-                "pick": Agent(
-                    [
-                        calls(call("ask_user", question="which color?")),
-                        lambda req: text("you said " + tool_results(req)[-1]),
-                    ]
-                )
-            }
-        )
-    )
+    asks_a_color(sd_home, fake_llm)
     master, slave = pty.openpty()
     proc = subprocess.Popen(
         [
