@@ -30,6 +30,11 @@ class MissingKeyError(ConfigError):
     """A provider needs a key and none is stored."""
 
 
+class StoreError(SwarmdeckError):
+    """The home or the store cannot be used: missing, not a directory, read-only, corrupt,
+    or a server that does not answer. Nothing stored is touched."""
+
+
 class CredentialError(SwarmdeckError):
     """The credential store refused an operation (bad permissions, unknown key)."""
 

@@ -26,7 +26,17 @@ def test_a_daemon_holding_a_tools_stdout_leaves_no_traceback(
     shell = {"name": "shell", "arguments": {"argv": [sys.executable, "-c", DAEMON]}}
     fake_llm.set_script({"scenarios": [{"turns": [{"tool_calls": [shell]}, {"text": "done"}]}]})
     res = run_cli(
-        sd_home, "run", "start it", "-m", "fake", "-C", str(workdir), SWARMDECK_SANDBOX="off"
+        sd_home,
+        "run",
+        "start it",
+        "-m",
+        "fake",
+        "-C",
+        str(workdir),
+        "--mode",
+        "code",
+        "--no-sandbox",
+        SWARMDECK_SANDBOX="off",
     )
     assert res.code == 0, res.stderr
     assert res.stdout.strip() == "done"

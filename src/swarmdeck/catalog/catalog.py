@@ -14,7 +14,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from swarmdeck.catalog import schema, statements
-from swarmdeck.catalog.db import create_db_engine
+from swarmdeck.catalog.db import create_db_engine, is_store_failure, store_error
 from swarmdeck.catalog.records import (
     TERMINAL_STATUSES,
     EventRecord,
@@ -23,7 +23,7 @@ from swarmdeck.catalog.records import (
     SessionRecord,
     UsageTotals,
 )
-from swarmdeck.errors import NotFoundError
+from swarmdeck.errors import NotFoundError, UsageError
 from swarmdeck.models.types import Usage
 
 Redact = Callable[[str], str]
@@ -47,6 +47,13 @@ def _identity(text: str) -> str:
 
 def _no_session(session_id: str) -> NotFoundError:
     return NotFoundError(f"no session {session_id}", "list sessions with `swarmdeck sessions ls`")
+
+
+def _refuse_secret_id(redact: Redact, value: str, what: str) -> None:
+    """Ids are stored and compared as given, so one holding a key is refused, not redacted
+    (a redacted id would no longer deduplicate); the error does not echo it."""
+    if redact(value) != value:
+        raise UsageError(f"{what} refused: it contains a credential", f"pick another {what}")
 
 
 class WriteWouldWait(Exception):
@@ -84,17 +91,26 @@ class Catalog:
 
     @classmethod
     def open(cls, store_url: str, redact: Redact = _identity) -> Catalog:
-        """Connect to the store and create the catalog tables if they are missing."""
-        engine = create_db_engine(store_url)
-        for attempt in range(5):
-            try:
-                schema.create_all(engine)
-                break
-            except (IntegrityError, ProgrammingError, OperationalError):
-                # Two processes creating tables at once: the loser retries and finds them.
-                if attempt == 4:
-                    raise
-                time.sleep(0.1 * (attempt + 1))
+        """Connect to the store and create the catalog tables if they are missing.
+
+        A store that cannot be used (corrupt, a directory, read-only, unreachable) is a
+        StoreError saying what to do; this is where every command opens it.
+        """
+        try:
+            engine = create_db_engine(store_url)
+            for attempt in range(5):
+                try:
+                    schema.create_all(engine)
+                    break
+                except (IntegrityError, ProgrammingError, OperationalError):
+                    # Two processes creating tables at once: the loser retries and finds them.
+                    if attempt == 4:
+                        raise
+                    time.sleep(0.1 * (attempt + 1))
+        except Exception as exc:
+            if is_store_failure(exc):
+                raise store_error(store_url, exc) from exc
+            raise
         return cls(engine, redact)
 
     def _json(self, value: Any) -> str:
@@ -122,6 +138,7 @@ class Catalog:
     ) -> SessionRecord:
         """Insert a pending session with its task as the transcript's first entry, in one
         transaction; inserting the same id again returns the stored one."""
+        _refuse_secret_id(self.redact, session_id, "session id")
         now = time.time()
         row = {
             "id": session_id,
@@ -137,8 +154,8 @@ class Catalog:
             "title": self.redact(title) if title else None,
             "task": self.redact(task),
             "system_message": self.redact(system_message) if system_message else None,
-            "tool_names": json.dumps(tool_names) if tool_names is not None else None,
-            "options": json.dumps(options or {}),
+            "tool_names": self._json(tool_names) if tool_names is not None else None,
+            "options": self._json(options or {}),
             "created_at": now,
             "updated_at": now,
         }
@@ -236,7 +253,7 @@ class Catalog:
         if len(ids) == 1:
             return ids[0]
         hint = "the prefix is ambiguous" if ids else "list sessions with `swarmdeck sessions ls`"
-        raise NotFoundError(f"no session {prefix}", hint)
+        raise NotFoundError(f"no session {self.redact(prefix)}", hint)
 
     def list_sessions(
         self,
@@ -383,6 +400,7 @@ class Catalog:
 
     def post(self, session_id: str, msg_id: str, kind: str, payload: dict[str, Any]) -> bool:
         """Deliver a message; False when this msg_id was delivered before (a client retry)."""
+        _refuse_secret_id(self.redact, msg_id, "message id")
         with self.engine.begin() as conn:
             return self._post(conn, InboxPost(session_id, msg_id, kind, payload))
 

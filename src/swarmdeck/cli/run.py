@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,8 +21,13 @@ from swarmdeck.cli.dispatch import (
     DryRunOpt,
     HumanCommand,
     IdleTimeoutOpt,
+    MaxChildrenOpt,
+    MaxCostOpt,
     MaxStepsOpt,
+    MaxTokensOpt,
+    MaxTurnsOpt,
     ModeOpt,
+    NoSandboxOpt,
     ProviderOpt,
     QuietOpt,
     SessionOpt,
@@ -30,11 +36,12 @@ from swarmdeck.cli.dispatch import (
     TimeoutOpt,
     WorkdirOpt,
     WorktreeOpt,
+    turn_cap,
 )
 from swarmdeck.dispatch.verdict import EXIT_TIMEOUT
 from swarmdeck.errors import UsageError
 
-LEGACY_MAX_TURNS = 50
+SHORT_FORM_MAX_TURNS = 50
 
 
 async def run_and_follow(
@@ -64,9 +71,9 @@ async def run_and_follow(
     return outcome.result() or {}
 
 
-def exit_code_for(status: str) -> int:
-    """0 for a completed session, 3 for one that ended otherwise."""
-    return 0 if status == "completed" else 3
+def exit_code_for(status: str, reason: str | None = None) -> int:
+    """0 for a completed session, 3 for one that ended otherwise or ran out of turns."""
+    return 0 if status == "completed" and reason != "step_cap" else 3
 
 
 @app.command(cls=HumanCommand)
@@ -84,30 +91,29 @@ def run(
     idle_timeout: IdleTimeoutOpt = None,
     session: SessionOpt = None,
     dry_run: DryRunOpt = False,
-    max_steps: MaxStepsOpt = None,
+    max_turns: MaxTurnsOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    max_cost: MaxCostOpt = None,
+    max_children: MaxChildrenOpt = None,
     quiet: QuietOpt = False,
     model: Annotated[
         str | None, typer.Option("--model", "-m", help="Short form: provider:model.")
     ] = None,
-    max_turns: Annotated[
-        int | None, typer.Option(help="Short form: stop after this many model turns.")
-    ] = None,
+    max_steps: MaxStepsOpt = None,
+    no_sandbox: NoSandboxOpt = False,
 ) -> None:
     """Run one task with progress on stderr; ends with the verdict (or, short form, the answer)."""
+    limits = ShortLimits(turn_cap(max_turns, max_steps), max_tokens, max_cost, max_children)
     if task_text is not None and task is None and task_file is None:
-        if provider or session or worktree or dry_run or timeout or idle_timeout:
+        if provider or session or worktree or dry_run or idle_timeout:
             raise UsageError(
-                "the short form takes TASK and --model only",
+                "the short form takes TASK, --model, --workdir, --timeout and the limits only",
                 "for the contract form pass --task or --task-file with --provider and --mode",
             )
-        _run_short(
-            task_text,
-            model or "openai",
-            workdir or Path("."),
-            mode or "agent",
-            max_turns or LEGACY_MAX_TURNS,
-            quiet,
-        )
+        if not task_text.strip():
+            raise UsageError("the task is empty", 'say what the agent should do: run "TASK"')
+        where = workdir or Path(".")
+        _run_short(task_text, model or "openai", where, mode, limits, timeout, quiet, no_sandbox)
         return
     if task_text is not None:
         raise UsageError("pass the task once: as TASK, --task or --task-file", "")
@@ -125,8 +131,12 @@ def run(
             "idle_timeout_s": idle_timeout,
             "session": session,
             "dry_run": dry_run,
-            "max_steps": max_steps or max_turns,
+            "max_turns": limits.max_turns,
+            "max_tokens": max_tokens,
+            "max_cost": max_cost,
+            "max_children": max_children,
             "progress": not quiet,
+            "no_sandbox": no_sandbox,
             "timeout_exit_code": EXIT_TIMEOUT,
         },
         started_line=False,
@@ -134,28 +144,95 @@ def run(
     )
 
 
+@dataclass(frozen=True)
+class ShortLimits:
+    """The limits a short-form run was given on the command line."""
+
+    max_turns: int | None
+    max_tokens: int | None
+    max_cost: float | None
+    max_children: int | None
+
+
+def _short_form_mode(mode: str | None, no_sandbox: bool) -> str:
+    """The session mode of a short-form run; without --mode it only reads (explore's
+    tools: reading, the shell where a sandbox confines it, sub-agents, timers)."""
+    from swarmdeck.tools.base import READ_ONLY_MODES
+
+    chosen = mode or "explore"
+    if no_sandbox and chosen in READ_ONLY_MODES:
+        raise UsageError(
+            f"--no-sandbox does not apply to {chosen} mode",
+            "read-only runs use the shell only inside a sandbox; pass --mode code",
+        )
+    return chosen
+
+
 def _run_short(
-    task: str, model: str, workdir: Path, mode: str, max_turns: int, quiet: bool
+    task: str,
+    model: str,
+    workdir: Path,
+    mode: str | None,
+    limits: ShortLimits,
+    timeout: float | None,
+    quiet: bool,
+    no_sandbox: bool,
 ) -> None:
-    """A plain agent session: the final answer on stdout."""
+    """A plain agent session: the final answer on stdout; exit 124 past the timeout."""
+    from swarmdeck.dispatch.plan import budget_of, limit_options
+    from swarmdeck.dispatch.runner import stop_session
+    from swarmdeck.dispatch.settings import load_dispatch_settings
     from swarmdeck.models.reach import check_reachable
     from swarmdeck.runtime.host import Host, SessionRequest
+    from swarmdeck.tools.base import READ_ONLY_MODES
+    from swarmdeck.tools.sandbox import sandbox_in_force, sandbox_warning
 
+    session_mode = _short_form_mode(mode, no_sandbox)
     host = Host()
-    request = SessionRequest(task, model, workdir, mode=mode, options={"max_turns": max_turns})
+    config, model_name = host.services.provider_for(model)
+    budget = budget_of(config, model_name, limits.max_tokens, limits.max_cost)
+    options = {
+        "max_turns": limits.max_turns or SHORT_FORM_MAX_TURNS,
+        "no_sandbox": no_sandbox,
+        **limit_options(budget, limits.max_children),
+    }
+    request = SessionRequest(task, model, workdir, mode=session_mode, options=options)
     host.check_request(request)
-    config, _ = host.services.provider_for(model)
+    wall = load_dispatch_settings(host.settings.home).timeout_s if timeout is None else timeout
     asyncio.run(check_reachable(config.base_url, config.key))
     record = host.create_session(request)
+    # Said once the run is sure to start (a refused run prints its one error line only).
+    if mode is None:
+        print(
+            "swarmdeck: read-only run with explore's tools (pass --mode code to let the "
+            "agent change files)",
+            file=sys.stderr,
+        )
+    opted_out = no_sandbox or host.settings.no_sandbox
+    sandbox = sandbox_in_force(opted_out)
+    if not sandbox.available:
+        warning = sandbox_warning(session_mode in READ_ONLY_MODES, sandbox.reason, opted_out)
+        print(f"swarmdeck: {warning}", file=sys.stderr)
 
-    async def go() -> dict[str, Any]:
+    async def go() -> dict[str, Any] | None:
         try:
-            return await run_and_follow(host, record.id, quiet)
+            following = run_and_follow(host, record.id, quiet)
+            return await (asyncio.wait_for(following, wall) if wall > 0 else following)
+        except TimeoutError:
+            await stop_session(host, record.id, f"timeout: stopped by swarmdeck after {wall:g}s")
+            return None
         finally:
             host.shutdown()
 
     outcome = asyncio.run(go())
     final = host.catalog.get_session(record.id)
     print(final.final_text or "", file=sys.stdout)
-    print(f"session {final.id}: {final.status}", file=sys.stderr)
-    sys.exit(exit_code_for(outcome.get("status", final.status)))
+    if outcome is None:
+        print(f"session {final.id}: {final.status} (timed out after {wall:g}s)", file=sys.stderr)
+        sys.exit(EXIT_TIMEOUT)
+    reason = outcome.get("reason")
+    capped = (
+        f" (stopped at the step cap: {options['max_turns']} turns)" if reason == "step_cap" else ""
+    )
+    print(f"session {final.id}: {final.status}{capped}", file=sys.stderr)
+    sys.exit(exit_code_for(outcome.get("status", final.status), reason))

@@ -13,9 +13,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from swarmdeck.catalog.records import TERMINAL_STATUSES, SessionRecord
+from swarmdeck.catalog.records import STATUSES, TERMINAL_STATUSES, SessionRecord
 from swarmdeck.cli.app import app
 from swarmdeck.config import load_settings
+from swarmdeck.errors import UsageError
 from swarmdeck.ui.progress import ProgressPrinter
 
 if TYPE_CHECKING:
@@ -59,17 +60,22 @@ def _title(s: SessionRecord) -> str:
 
 @sessions_app.command("ls")
 def ls(
-    status: Annotated[str | None, typer.Option(help="Only sessions with this status.")] = None,
-    limit: Annotated[int, typer.Option(help="How many, newest first.")] = 30,
+    status: Annotated[
+        str | None, typer.Option(help=f"Only sessions with this status: {', '.join(STATUSES)}.")
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, help="How many, newest first.")] = 30,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON array on stdout.")] = False,
 ) -> None:
     """List sessions, newest first."""
+    if status is not None and status not in STATUSES:
+        raise UsageError(f"unknown status {status!r}", f"use one of: {', '.join(STATUSES)}")
     rows = open_catalog().list_sessions(status=status, limit=limit)
     if as_json:
         print(json.dumps([_summary(s) for s in rows]))
         return
     if not rows:
-        Console(stderr=True).print("no sessions yet — try `swarmdeck demo`")
+        empty = f"no {status} sessions" if status else "no sessions yet — try `swarmdeck demo`"
+        Console(stderr=True).print(empty)
         return
     table = Table(box=None, header_style="bold")
     for col in ("id", "status", "mode", "model", "parent", "created", "task"):
@@ -207,6 +213,12 @@ def resume(
     raise typer.Exit(exit_code_for(status))
 
 
+def require_text(text: str, what: str, usage: str) -> None:
+    """Refuse an empty (or blank) message before anything is stored."""
+    if not text.strip():
+        raise UsageError(f"the {what} is empty; nothing was sent", f"give it some text: `{usage}`")
+
+
 @sessions_app.command("send")
 def send(
     session_id: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
@@ -219,6 +231,7 @@ def send(
     """Deliver a message to a session; kept until a worker runs it if none does now."""
     from swarmdeck.runtime.host import Host
 
+    require_text(text, "message", f'swarmdeck sessions send {session_id} "TEXT"')
     host = Host()
     sid = host.catalog.resolve_session_id(session_id)
     fresh = host.send(sid, text, msg_id)
@@ -234,6 +247,7 @@ def answer(
     """Answer a session that asked the user a question (status input_required)."""
     from swarmdeck.runtime.host import Host
 
+    require_text(text, "answer", f'swarmdeck sessions answer {session_id} "TEXT"')
     host = Host()
     sid = host.catalog.resolve_session_id(session_id)
     fresh = host.answer(sid, text, msg_id)

@@ -38,7 +38,7 @@ def collect_status() -> dict[str, Any]:
     from swarmdeck.cli.sessions import open_catalog
     from swarmdeck.models.registry import ProviderRegistry
     from swarmdeck.secrets.store import CredentialStore
-    from swarmdeck.tools.sandbox import detect_sandbox
+    from swarmdeck.tools.sandbox import sandbox_in_force
 
     settings = load_settings()
     store = CredentialStore(settings.credentials_dir)
@@ -59,7 +59,7 @@ def collect_status() -> dict[str, Any]:
             why = silence[p.base_url]
             entry.update(ready=why is None, answering=why is None, not_answering=why)
         providers.append(entry)
-    sandbox = detect_sandbox()
+    sandbox = sandbox_in_force(settings.no_sandbox)
     catalog = open_catalog()
     now = time.time()
     workers = [
@@ -80,13 +80,31 @@ def collect_status() -> dict[str, Any]:
         "store": _store_label(settings.store_url),
         "providers": providers,
         "sandbox": {
+            "kind": sandbox.kind,
             "active": sandbox.available,
             "reason": sandbox.reason,
             "version": sandbox.version,
+            "opted_out": settings.no_sandbox,
         },
         "workers": workers,
         "sessions": counts,
     }
+
+
+def _sandbox_line(sb: dict[str, Any]) -> str:
+    """What confines shell tools here, and what that means for the modes."""
+    from swarmdeck.tools.sandbox import INSTALL_HINT
+
+    if sb["kind"] == "bwrap":
+        return f"[green]bwrap[/] (bubblewrap {sb['version'] or ''})"
+    if sb["kind"] == "landlock":
+        return f"[green]landlock[/] (ABI {sb['version']}; bubblewrap confines more)"
+    effect = (
+        "read-only modes have no shell; write modes run it unconfined (you opted out)"
+        if sb["opted_out"]
+        else "read-only modes have no shell; write modes refuse it unless --no-sandbox"
+    )
+    return f"[yellow]none[/]: {sb['reason']}; {effect}; {INSTALL_HINT}"
 
 
 @app.command()
@@ -101,13 +119,7 @@ def status(
     console = Console()
     console.print(f"[bold]swarmdeck {doc['version']}[/]  home {doc['home']}")
     console.print(f"store   {doc['store']['kind']} ({doc['store']['where']})")
-    sb = doc["sandbox"]
-    state = (
-        f"[green]active[/] (bubblewrap {sb['version'] or ''})"
-        if sb["active"]
-        else f"[yellow]inactive[/]: {sb['reason']}; the tool policy still holds"
-    )
-    console.print(f"sandbox {state}")
+    console.print(f"sandbox {_sandbox_line(doc['sandbox'])}", highlight=False)
     ready = [p["key"] for p in doc["providers"] if p["ready"]]
     missing = [p["key"] for p in doc["providers"] if p["needs_key"] and not p["ready"]]
     silent = [p for p in doc["providers"] if not p["needs_key"] and not p["ready"]]

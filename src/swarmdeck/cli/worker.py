@@ -30,7 +30,7 @@ def worker(
         bool, typer.Option(help="Recover dead workers' sessions, run until idle, then exit.")
     ] = False,
     max_seconds: Annotated[
-        float, typer.Option(help="With --once: exit after this long even if not idle.")
+        float, typer.Option(min=0, help="With --once: exit after this long even if not idle.")
     ] = 600.0,
 ) -> None:
     """Run sessions from the shared store; resume the sessions of workers that died."""

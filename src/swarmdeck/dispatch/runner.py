@@ -30,6 +30,7 @@ from swarmdeck.dispatch.verdict import (
     write_final_text,
     write_verdict_file,
 )
+from swarmdeck.tools.sandbox import sandbox_in_force, sandbox_warning
 from swarmdeck.workspace.rundir import RunDir
 
 POLL_S = 0.05
@@ -101,6 +102,7 @@ class Runner:
         self.on_verdict = on_verdict
         self.stop = asyncio.Event()
         self._signal: int | None = None
+        self._sandbox: str | None = None
 
     def run(self) -> Verdict:
         """Run to a verdict (handed to on_verdict before the engine shuts down)."""
@@ -119,6 +121,7 @@ class Runner:
             save_meta(plan.settings.home / WORKTREES_DIR, _with_session(tree, session_id))
             workdir = Path(tree.workdir)
         prompt = plan.spec.prompt(str(workdir), plan.step_cap)
+        sandbox = sandbox_in_force(plan.no_sandbox)
         cursor = 0
         if plan.resume is None:
             host.create_session(
@@ -134,6 +137,8 @@ class Runner:
                         "max_turns": plan.step_cap,
                         "result_schema": plan.spec.name,
                         "one_shot": True,
+                        "no_sandbox": plan.opts.no_sandbox,
+                        **plan.limit_options(),
                     },
                     session_id=session_id,
                 )
@@ -153,9 +158,16 @@ class Runner:
             idle_timeout_s=plan.idle_timeout_s,
             log_path=str(paths.log),
             events_path=str(paths.events),
+            sandbox=sandbox.kind,
         )
         self.on_started(started)
         log.note(f"started {paths.run_id}: {plan.spec.name} on {plan.model_ref} in {workdir}")
+        if not sandbox.available:
+            warning = sandbox_warning(plan.spec.read_only, sandbox.reason, plan.no_sandbox)
+            log.note(warning)
+            if not plan.opts.progress:  # note() printed it already otherwise
+                print(f"swarmdeck: {warning}", file=sys.stderr)
+        self._sandbox = sandbox.kind
         try:
             return asyncio.run(self._run(host, session_id, cursor, paths, log, started_at))
         finally:
@@ -171,8 +183,20 @@ class Runner:
         assert record is not None
         events = host.catalog.events(record.id)
         turns = sum(1 for ev in events if ev.kind == "assistant")
-        # The runtime counts turns over the whole session; this run gets a fresh allowance.
-        options = {**record.options, "max_turns": turns + self.plan.step_cap}
+        # The runtime counts turns and spending over the whole session; this run gets a
+        # fresh allowance of each limit it sets.
+        options = {
+            **record.options,
+            "max_turns": turns + self.plan.step_cap,
+            "no_sandbox": self.plan.opts.no_sandbox,
+        }
+        if self.plan.budget:
+            used = host.catalog.usage_totals([record.id])
+            spent = {"max_tokens": used.input + used.output, "max_cost": used.cost_usd or 0.0}
+            budget = {k: spent[k] + v for k, v in self.plan.budget.items()}
+            options["budget"] = {**(record.options.get("budget") or {}), **budget}
+        if self.plan.max_children is not None:
+            options["max_children"] = self.plan.max_children
         host.catalog.update_session(record.id, options=options, system_message=prompt)
         return max((ev.id for ev in events), default=0)
 
@@ -198,7 +222,8 @@ class Runner:
                 log.note(f"error: the run failed: {end.crash}")
             if end.kind is not None:
                 log.note(f"{end.kind.replace('_', ' ')}: stopping the session")
-                await self._cancel(host, sid, end.kind.replace("_", " "))
+                why = end.kind.replace("_", " ")
+                await stop_session(host, sid, f"{why}: stopped by swarmdeck")
             events = await asyncio.to_thread(host.catalog.events, sid, after_id=cursor)
             logged = {ev.id for ev in seen}
             for ev in events:
@@ -271,13 +296,6 @@ class Runner:
             if not outcome.done():
                 outcome.cancel()
 
-    async def _cancel(self, host: Any, sid: str, why: str) -> None:
-        """Stop the session's work; what was done stays in the catalog, resumable."""
-        # Cancelled steps make the engine log warnings; the verdict says what happened.
-        logging.getLogger("dbos").setLevel(logging.ERROR)
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(host.cancel(sid, f"{why}: stopped by swarmdeck"), CANCEL_WAIT_S)
-
     def _verdict(
         self,
         host: Any,
@@ -323,9 +341,17 @@ class Runner:
             final_text_path=str(paths.final_text),
             timeout_exit_code=plan.opts.timeout_exit_code,
         )
-        verdict = build_verdict(facts)
+        verdict = build_verdict(facts).model_copy(update={"sandbox": self._sandbox})
         write_verdict_file(paths.verdict, verdict)
         return verdict
+
+
+async def stop_session(host: Any, session_id: str, why: str) -> None:
+    """Stop a session whose run is given up; what was done stays in the catalog, resumable."""
+    # Cancelled steps make the engine log warnings; the caller says what happened.
+    logging.getLogger("dbos").setLevel(logging.ERROR)
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(host.cancel(session_id, why), CANCEL_WAIT_S)
 
 
 async def _last_sign_of_life(host: Any, sid: str, last_event: float, now: float) -> float:

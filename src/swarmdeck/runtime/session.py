@@ -160,8 +160,9 @@ class SessionLoop:
         for call in calls:
             name = call["name"]
             if name == steps.SUBMIT_RESULT and name in self.offered:
+                tries_left = MAX_RESULT_ATTEMPTS - self.rejected - 1
                 outcome = await self.d.step(
-                    "submit_result", steps.submit_result, self.sid, self.turn, call
+                    "submit_result", steps.submit_result, self.sid, self.turn, call, tries_left
                 )
                 submitted = submitted or outcome["accepted"]
                 self.rejected += 0 if outcome["accepted"] else 1

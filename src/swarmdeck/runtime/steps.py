@@ -45,6 +45,8 @@ def tool_context(record: SessionRecord, call_key: str = "") -> ToolContext:
         run_dir=Path(record.run_dir),
         services={
             "network": config.network,
+            # --no-sandbox: the user accepts shell tools without a sandbox (tools/shell.py).
+            "no_sandbox": bool(record.options.get("no_sandbox")),
             "hidden_paths": [svc.settings.credentials_dir],
             "extra_writable": [] if record.mode in READ_ONLY_MODES else git_dirs_outside(workdir),
             "catalog": svc.catalog,
@@ -395,8 +397,14 @@ async def tool_call(session_id: str, turn: int, call: dict[str, Any]) -> dict[st
     return await _write(_store_call, session_id, turn, call, outcome)
 
 
-def submit_result(session_id: str, turn: int, call: dict[str, Any]) -> dict[str, Any]:
-    """Validate a submitted result against the session's schema; store it when valid."""
+def submit_result(
+    session_id: str, turn: int, call: dict[str, Any], tries_left: int
+) -> dict[str, Any]:
+    """Validate a submitted result against the session's schema; store it when valid.
+
+    `tries_left` is how many more submissions the session allows after a rejection of this
+    one: with none left the model is told the run ends without a result, not to retry.
+    """
     svc = services()
     event_key = f"tool:{turn}:{call['id']}"
     stored = svc.catalog.event_by_key(session_id, event_key)
@@ -409,7 +417,7 @@ def submit_result(session_id: str, turn: int, call: dict[str, Any]) -> dict[str,
         content, accepted = "result accepted", True
     else:
         content, accepted = (
-            f"error: result rejected: {error}. Fix it and call submit_result again.",
+            f"error: result rejected: {error}. {_after_rejection(tries_left)}",
             False,
         )
     payload = {
@@ -423,6 +431,13 @@ def submit_result(session_id: str, turn: int, call: dict[str, Any]) -> dict[str,
     }
     svc.catalog.append_event(session_id, event_key, "tool_result", payload)
     return svc.redactor.redact_obj(payload)
+
+
+def _after_rejection(tries_left: int) -> str:
+    if tries_left <= 0:
+        return "That was the last try: the result was not accepted, and the run ends without one."
+    tries = "1 try" if tries_left == 1 else f"{tries_left} tries"
+    return f"Fix it and call submit_result again ({tries} left)."
 
 
 def _validate_submission(record: SessionRecord, raw: str) -> tuple[str | None, Any]:

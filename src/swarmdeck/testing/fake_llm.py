@@ -20,6 +20,7 @@ from types import FrameType, TracebackType
 from typing import Any, Self
 from urllib.parse import urlsplit
 
+from swarmdeck.errors import UsageError
 from swarmdeck.testing.script import (
     Api,
     FakeRequest,
@@ -1057,17 +1058,25 @@ def run_fake_llm(port: int, script_path: Path, host: str = "127.0.0.1") -> None:
     """Serve `script_path` on host:port until SIGINT or SIGTERM (call from the main thread)."""
     script = Script.load(script_path)
     stop = threading.Event()
+    server = FakeLLM(script, host=host, port=port)
+    try:
+        server.start()
+    except OSError as exc:
+        raise UsageError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+            "pick another --port, or 0 for a free one",
+        ) from None
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with FakeLLM(script, host=host, port=port) as server:
-            print(f"fake LLM listening on http://{host}:{server.port}", file=sys.stderr, flush=True)
-            # A timed wait keeps the main thread responsive to signals on every platform.
-            while not stop.wait(0.2):
-                pass
+        print(f"fake LLM listening on http://{host}:{server.port}", file=sys.stderr, flush=True)
+        # A timed wait keeps the main thread responsive to signals on every platform.
+        while not stop.wait(0.2):
+            pass
     finally:
+        server.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)

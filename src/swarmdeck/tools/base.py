@@ -81,6 +81,13 @@ class Tool:
     # Control tools (wait, spawn_agent, ask_user, submit_result...) are carried out by the
     # session workflow itself, not as a plain step.
     control: bool = False
+    # Whether a mode is offered the tool on this host right now (the shell needs a sandbox
+    # in read-only modes); None: whenever the mode may use it.
+    offered: Callable[[str], bool] | None = None
+
+    def offered_to(self, mode: str) -> bool:
+        """True when a session in `mode` is shown this tool here."""
+        return mode in self.modes and (self.offered is None or self.offered(mode))
 
     def spec(self) -> ToolSpec:
         """The schema the model is shown (built once: pydantic builds it anew each time)."""
@@ -136,7 +143,7 @@ class ToolRegistry:
 
     def for_mode(self, mode: str, only: list[str] | None = None) -> list[Tool]:
         """The tools a session in `mode` is offered, optionally narrowed to `only`."""
-        tools = [t for t in self._tools.values() if mode in t.modes]
+        tools = [t for t in self._tools.values() if t.offered_to(mode)]
         if only is not None:
             tools = [t for t in tools if t.name in only]
         return tools
