@@ -344,7 +344,9 @@ class Catalog:
                 if notice is not None:
                     self._post(conn, notice)
         except IntegrityError:
-            return False
+            if self.has_event(session_id, key):
+                return False
+            raise  # another constraint refused the end: the caller must know
         return True
 
     def set_status(self, session_id: str, status: str, *, error: str | None = None) -> None:
@@ -636,6 +638,7 @@ class Catalog:
                         model=model,
                         cost_usd=cost_usd,
                         ts=time.time(),
+                        estimated=usage.estimated,
                         **usage.as_dict(),
                     )
                 )
@@ -659,16 +662,27 @@ class Catalog:
                     setattr(totals, name, getattr(totals, name) + getattr(r, name))
                 if r.cost_usd is not None:
                     totals.cost_usd = (totals.cost_usd or 0.0) + r.cost_usd
+                totals.estimated_turns += int(bool(r.estimated))
                 key = f"{r.provider}:{r.model}"
                 row = totals.by_model.setdefault(
-                    key, {"turns": 0, "input": 0, "output": 0, "cost_usd": None}
+                    key,
+                    {"turns": 0, "input": 0, "output": 0, "cost_usd": None, "estimated_turns": 0},
                 )
                 row["turns"] += 1
                 row["input"] += r.input
                 row["output"] += r.output
+                row["estimated_turns"] += int(bool(r.estimated))
                 if r.cost_usd is not None:
                     row["cost_usd"] = (row["cost_usd"] or 0.0) + r.cost_usd
         return totals
+
+    # -- activity ---------------------------------------------------------------------
+
+    def touch_active(self, session_id: str, *, wait: bool = True) -> None:
+        """Record that the session is working now (between transcript entries). With `wait`
+        False on SQLite, raises WriteWouldWait instead of waiting for another writer."""
+        with _no_wait_errors(wait), self._writer(wait).begin() as conn:
+            conn.execute(statements.TOUCH_ACTIVE, {"b_session": session_id, "b_ts": time.time()})
 
     # -- artifacts --------------------------------------------------------------------
 

@@ -52,6 +52,7 @@ class SessionRecord:
     generation: int
     created_at: float
     updated_at: float
+    active_at: float | None = None
 
     @property
     def terminal(self) -> bool:
@@ -113,6 +114,13 @@ class InboxPost:
     payload: dict[str, Any]
 
 
+def estimated_note(estimated_turns: int, turns: int) -> str:
+    """How far counts over `turns` turns are estimates, as a suffix for humans."""
+    if not estimated_turns:
+        return ""
+    return " (estimated)" if estimated_turns >= turns else " (partly estimated)"
+
+
 @dataclass
 class UsageTotals:
     """Usage summed over turns."""
@@ -124,7 +132,15 @@ class UsageTotals:
     cache_read: int = 0
     cache_write: int = 0
     cost_usd: float | None = None
+    # Turns whose counts were estimated (the provider reported none).
+    estimated_turns: int = 0
     by_model: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def estimated_note(self) -> str:
+        """ " (estimated)" when these counts are estimates, " (partly estimated)" when some
+        turns' are, "" when every provider reported them."""
+        return estimated_note(self.estimated_turns, self.turns)
 
     def tokens(self) -> dict[str, int]:
         """The token counts as the contract prints them."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from swarmdeck.catalog.nul_text import NulSafeText
+
 metadata = sa.MetaData()
 
 sessions = sa.Table(
@@ -19,19 +21,23 @@ sessions = sa.Table(
     sa.Column("workdir", sa.Text, nullable=False),
     sa.Column("run_dir", sa.Text, nullable=False),
     sa.Column("status", sa.String(32), nullable=False, index=True),
-    sa.Column("title", sa.Text),
-    sa.Column("task", sa.Text, nullable=False),
-    sa.Column("system_message", sa.Text),
+    # Free text a model or a user wrote may hold any character (see nul_text).
+    sa.Column("title", NulSafeText),
+    sa.Column("task", NulSafeText, nullable=False),
+    sa.Column("system_message", NulSafeText),
     sa.Column("tool_names", sa.Text),  # JSON list or null for "all of the mode's tools"
     sa.Column("options", sa.Text, nullable=False, default="{}"),  # JSON: budgets, step cap...
     sa.Column("result", sa.Text),  # JSON of the submitted result
-    sa.Column("final_text", sa.Text),
-    sa.Column("error", sa.Text),
+    sa.Column("final_text", NulSafeText),
+    sa.Column("error", NulSafeText),
     # Each generation is one workflow run of the session: resume and rollover start the
     # next one, so a long-lived session never replays an unbounded step log.
     sa.Column("generation", sa.Integer, nullable=False, default=0),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
+    # When the session last showed it is working between transcript entries (a model
+    # streaming a long answer), for whoever watches it for idleness from another process.
+    sa.Column("active_at", sa.Float),
 )
 
 # The inbox lives in the catalog, not in engine messages: a message sent while no worker
@@ -80,6 +86,8 @@ usage = sa.Table(
     sa.Column("cache_write", sa.Integer, nullable=False, default=0),
     sa.Column("cost_usd", sa.Float),
     sa.Column("ts", sa.Float, nullable=False, index=True),
+    # The provider reported no counts; these are estimates (models/estimate.py).
+    sa.Column("estimated", sa.Boolean, nullable=False, server_default=sa.false()),
 )
 
 artifacts = sa.Table(
@@ -159,5 +167,9 @@ supervisors = sa.Table(
 
 
 def create_all(engine: sa.Engine) -> None:
-    """Create missing tables (idempotent; safe when several processes start at once)."""
+    """Create missing tables and add missing columns (idempotent; safe when several
+    processes start at once)."""
+    from swarmdeck.catalog.migrations import add_missing_columns
+
     metadata.create_all(engine, checkfirst=True)
+    add_missing_columns(engine)

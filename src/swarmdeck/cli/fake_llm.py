@@ -24,9 +24,10 @@ def fake_llm(
     A scenario has an optional `match` (a substring of the first user message;
     the last scenario without one is the fallback) and `turns`, the answers in
     order. A turn has `text`, `tool_calls` ([{name, arguments}]), `reasoning`,
-    `delay` (seconds), `usage` ({input, output...}) and `fault` ({status,
-    retry_after, times, body, cut_stream, malformed_arguments}).
-    Unknown keys are refused.
+    `delay` (seconds before answering), `chunk_delay` (seconds between streamed
+    events), `usage` ({input, output...}) and `fault` ({status, retry_after,
+    times, body, cut_stream, malformed_arguments, ignore_stream, empty_stream,
+    omit_usage}). Unknown keys are refused.
     """
     from swarmdeck.testing.fake_llm import run_fake_llm
 

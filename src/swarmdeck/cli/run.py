@@ -45,14 +45,30 @@ from swarmdeck.errors import UsageError
 SHORT_FORM_MAX_TURNS = 50
 
 
-async def run_and_follow(host: Any, session_id: str, quiet: bool = False) -> dict[str, Any]:
-    """Run a session to its end in this process, printing progress unless quiet."""
+async def run_and_follow(
+    host: Any, session_id: str, quiet: bool = False, start: bool = True
+) -> dict[str, Any]:
+    """Run a session to its end in this process (started here unless `start` is False),
+    printing progress unless quiet."""
+    from swarmdeck.cli.ask_prompt import AskUserPrompt
     from swarmdeck.ui.progress import ProgressPrinter
 
-    await host.start(session_id)
+    if start:
+        await host.start(session_id)
     outcome = asyncio.ensure_future(host.wait(session_id))
     printer = ProgressPrinter()
-    await host.follow(session_id, (lambda _ev: None) if quiet else printer, outcome)
+    # Even a quiet run says how to answer a question: it would wait for ever otherwise.
+    asker = AskUserPrompt(host, session_id, printer.console)
+
+    def on_event(ev: Any) -> None:
+        if not quiet:
+            printer(ev)
+        asker(ev)
+
+    try:
+        await host.follow(session_id, on_event, outcome)
+    finally:
+        asker.close()
     return outcome.result() or {}
 
 

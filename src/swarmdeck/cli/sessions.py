@@ -127,7 +127,12 @@ def show(
             "result": s.result,
             "final_text": s.final_text,
             "error": s.error,
-            "usage": {"turns": usage.turns, **usage.tokens(), "cost_usd": usage.cost_usd},
+            "usage": {
+                "turns": usage.turns,
+                **usage.tokens(),
+                "estimated_turns": usage.estimated_turns,
+                "cost_usd": usage.cost_usd,
+            },
             "events": [{"seq": e.seq, "kind": e.kind, "payload": e.payload} for e in events],
         }
         print(json.dumps(doc, ensure_ascii=False))
@@ -138,7 +143,8 @@ def show(
     if s.parent_id:
         console.print(f"parent {s.parent_id}")
     cost = f" · ${usage.cost_usd:.4f}" if usage.cost_usd is not None else ""
-    console.print(f"turns {usage.turns} · tokens in {usage.input} out {usage.output}{cost}")
+    tokens = f"tokens in {usage.input} out {usage.output}{usage.estimated_note}"
+    console.print(f"turns {usage.turns} · {tokens}{cost}")
     if s.error:
         console.print(f"[red]error[/] {s.error}")
     console.print()
@@ -180,17 +186,22 @@ def tail(
 def resume(
     session_id: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
 ) -> None:
-    """Resume a session whose process died: take over its work and run it to the end here."""
+    """Resume a session whose process died, or that failed (on a provider error, say):
+    take over its work, or ask the model again, and run it to the end here."""
     from swarmdeck.cli.hosting import session_host
     from swarmdeck.cli.run import exit_code_for, run_and_follow
 
     host = session_host()
     sid = host.catalog.resolve_session_id(session_id)
+    failed = host.catalog.get_session(sid).status == "failed"
 
     async def go() -> str:
         try:
             host.launch().recover_dead_workers()
-            outcome = await run_and_follow(host, sid)
+            if failed:
+                # A new generation: the turn that failed is asked again.
+                await host.retry_session(sid)
+            outcome = await run_and_follow(host, sid, start=not failed)
             return outcome.get("status", "failed")
         finally:
             host.shutdown()

@@ -279,7 +279,9 @@ class Runner:
                 if plan.timeout_s and now - start >= plan.timeout_s:
                     return _End("timeout")
                 if plan.idle_timeout_s and now - last_event >= plan.idle_timeout_s:
-                    return _End("idle_timeout")
+                    last_event = await _last_sign_of_life(host, sid, last_event, now)
+                    if now - last_event >= plan.idle_timeout_s:
+                        return _End("idle_timeout")
                 if now - last_beat >= HEARTBEAT_S and now - last_event >= HEARTBEAT_S:
                     last_beat = now
                     log.note(
@@ -350,6 +352,17 @@ async def stop_session(host: Any, session_id: str, why: str) -> None:
     logging.getLogger("dbos").setLevel(logging.ERROR)
     with contextlib.suppress(Exception):
         await asyncio.wait_for(host.cancel(session_id, why), CANCEL_WAIT_S)
+
+
+async def _last_sign_of_life(host: Any, sid: str, last_event: float, now: float) -> float:
+    """When the session last showed it works (monotonic clock): its last event, or, if
+    later, its last activity touch (a model streaming a long answer touches the session
+    while no event comes; the session may run in another process, so this is read from
+    the catalog)."""
+    record = await asyncio.to_thread(host.catalog.get_session, sid)
+    if record.active_at is None:
+        return last_event
+    return max(last_event, now - max(0.0, time.time() - record.active_at))
 
 
 def _title(task: str) -> str:

@@ -6,6 +6,7 @@ import asyncio
 import contextvars
 import inspect
 import json
+import logging
 import os
 import socket
 import threading
@@ -32,6 +33,25 @@ HEARTBEAT_SECONDS = 2.0
 RESULT_POLL_SECONDS = 0.05
 SESSION_WORKFLOW = "swarmdeck.session"
 ENDED_WORKFLOW_STATUSES = ["SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"]
+
+
+class _ExpectedCancels(logging.Filter):
+    """Drops DBOS's warning for a cancelled task: a process that stops (or a run that ends
+    while sessions idle) cancels its sessions' workflows on purpose; they stay resumable,
+    and the warning only alarmed users (on `sessions resume`, in the quickstart)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Asyncio task cancelled")
+
+
+_EXPECTED_CANCELS = _ExpectedCancels()
+
+
+def quiet_expected_cancels() -> None:
+    """Install the filter on DBOS's logger (once; DBOS keeps its own handlers)."""
+    dbos_log = logging.getLogger("dbos")
+    if _EXPECTED_CANCELS not in dbos_log.filters:
+        dbos_log.addFilter(_EXPECTED_CANCELS)
 
 
 def workflow_id(session_id: str, generation: int) -> str:
@@ -149,6 +169,7 @@ class Engine:
         self.services.engine_ops = self
         self.services.limiter.set_owner(self.executor_id)
         set_services(self.services)
+        quiet_expected_cancels()
         DBOS(config=_dbos_config(self.services.settings, self.services, self.executor_id))
         DBOS.launch()
         self.workers.register(self.executor_id)

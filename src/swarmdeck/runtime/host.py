@@ -160,16 +160,33 @@ class Host:
 
     async def continue_session(self, session_id: str, text: str) -> None:
         """Give an earlier session a new instruction and run it again (resume)."""
-        record = self.catalog.get_session(session_id)
         found = self.services.redactor.contains_secret(text)
         if found:
             raise TaskRefusedError(f"task refused: it contains a credential ({found})")
+        await self._run_again(session_id, text)
+
+    async def retry_session(self, session_id: str) -> None:
+        """Run a failed session again (the endpoint is back, the store fixed): a new
+        generation, which asks the model again for the turn that failed. What was stored
+        stays, and no stored turn is asked for again."""
+        record = self.catalog.get_session(session_id)
+        if record.status != "failed":
+            raise UsageError(
+                f"session {session_id} has not failed (it is {record.status})",
+                "only a failed session is run again; `swarmdeck sessions show ID` shows it",
+            )
+        await self._run_again(session_id, None)
+
+    async def _run_again(self, session_id: str, text: str | None) -> None:
+        """Start the session's next generation, with a new instruction first if given."""
+        record = self.catalog.get_session(session_id)
         engine = self.launch()
         # The caller may have changed the session's prompt or options for this run.
         self.services.forget(session_id)
         self.catalog.update_session(session_id, status="pending", error=None)
-        key = f"resume:{record.generation + 1}"
-        self.catalog.append_event(session_id, key, "user", {"text": text})
+        if text is not None:
+            key = f"resume:{record.generation + 1}"
+            self.catalog.append_event(session_id, key, "user", {"text": text})
         await engine.next_generation(session_id)
 
     def remove(self, session_id: str) -> list[str]:

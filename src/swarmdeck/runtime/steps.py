@@ -26,6 +26,7 @@ from swarmdeck.runtime.origin import CRON
 from swarmdeck.runtime.prompts import system_prompt
 from swarmdeck.runtime.services import services
 from swarmdeck.runtime.tree import drain_inbox, model_resting, parent_notice, ring
+from swarmdeck.runtime.turn_watch import TurnWatch
 from swarmdeck.tools.base import READ_ONLY_MODES, Effect, Tool, ToolContext, ToolOutcome
 from swarmdeck.tools.builtins.skills import LOAD_SKILL
 from swarmdeck.workspace.gitdirs import git_dirs_outside
@@ -218,13 +219,23 @@ def _look_up_turn(session_id: str, turn: int, generation: int, inbox: list[str])
     svc = services()
     journal = svc.journal(session_id)
     mail = journal.refresh_with_mail(svc.catalog, inbox, f"turn:{turn}")
-    stored = journal.get(f"turn:{turn}") or journal.get(f"turn:{turn}:error")
+    stored = journal.get(f"turn:{turn}") or journal.get(error_key(turn, generation))
     if stored is not None:
         return {"stored": _turn_reply(stored)}
     ended = journal.get(f"end:g{generation}")
     if ended is not None:
         return {"ended": ended.payload}
     return {"mail": mail}
+
+
+def error_key(turn: int, generation: int) -> str:
+    """The key of the provider error that ended turn `turn` in one generation.
+
+    Per generation: the error is the turn's answer for a rerun of the same generation
+    after a crash (it ended the session), but a resume is a new generation, which asks the
+    model again. The error stays in the transcript either way.
+    """
+    return f"turn:{turn}:error:g{generation}"
 
 
 def _take_mail(session_id: str, turn: int, inbox: list[str]) -> None:
@@ -304,6 +315,7 @@ def _store_turn(
         "provider": config.key,
         "model": model_name,
         "cost_usd": completion.cost_usd,
+        "estimated": completion.usage.estimated,
         **completion.usage.as_dict(),
     }
     key = f"turn:{turn}"
@@ -311,7 +323,7 @@ def _store_turn(
         "text": completion.text,
         "tool_calls": calls,
         "reasoning": completion.reasoning,
-        "usage": completion.usage.as_dict(),
+        "usage": {**completion.usage.as_dict(), "estimated": completion.usage.estimated},
         "origin": origin,
     }
     if not svc.catalog.append_event(session_id, key, "assistant", payload, usage_row, wait=wait):
@@ -343,17 +355,20 @@ async def llm_turn(session_id: str, turn: int, generation: int, inbox: list[str]
         await asyncio.to_thread(_take_mail, session_id, turn, inbox)
     prep = await _read(_prompt, session_id, turn)
     record = prep["record"]
+    watch = TurnWatch(session_id, turn, generation)
     crash_point("llm.before")
     try:
-        completion = await svc.model(record.model).complete(prep["messages"], prep["specs"])
+        completion = await svc.model(record.model).complete(
+            prep["messages"], prep["specs"], on_chunk=watch.chunk, on_notice=watch.notice
+        )
     except ProviderError as exc:
         message = exc.one_line()
         await asyncio.to_thread(
             svc.catalog.append_event,
             session_id,
-            f"turn:{turn}:error",
+            error_key(turn, generation),
             "error",
-            {"message": message},
+            {"message": message, "kind": exc.kind},
         )
         return {"error": message, "retryable": exc.retryable}
     crash_point("llm.after")
@@ -610,8 +625,23 @@ def set_status(session_id: str, status: str) -> None:
     services().catalog.set_status(session_id, status)
 
 
+def last_model_text(session_id: str) -> str:
+    """The text of the session's last stored model turn ("" when there is none)."""
+    event = services().catalog.last_event(session_id, ["assistant"])
+    return event.payload["text"] if event is not None else ""
+
+
+DESCRIBE_MAX = 500
+
+
 def describe_error(exc: BaseException) -> str:
-    """One line for an unexpected failure inside a step."""
+    """One line for an unexpected failure inside a step. For a database error, the
+    driver's own first line: not the statement, nor its parameters (the very text that
+    may have failed to be stored)."""
     if isinstance(exc, SwarmdeckError):
         return exc.one_line()
-    return f"{type(exc).__name__}: {exc}"
+    cause = getattr(exc, "orig", None)
+    lines = str(cause if cause is not None else exc).strip().splitlines()
+    first = " ".join(lines[0].split()) if lines else ""
+    text = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    return text if len(text) <= DESCRIBE_MAX else text[: DESCRIBE_MAX - 1] + "…"

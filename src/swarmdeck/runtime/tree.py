@@ -194,10 +194,13 @@ def mail_pending(session_id: str, kinds: list[str]) -> bool:
 
 
 def model_resting(session_id: str) -> bool:
-    """True when the model ended its last turn and nothing came after it to answer."""
+    """True when the model ended its last turn, or the turn cap ended its wake-up, and
+    nothing came after it to answer."""
     from swarmdeck.runtime.history import CONVERSATION_KINDS
 
-    last = services().catalog.last_event(session_id, CONVERSATION_KINDS)
+    last = services().catalog.last_event(session_id, [*CONVERSATION_KINDS, "notice"])
+    if last is not None and last.kind == "notice":
+        return last.payload.get("what") == "turn_cap"
     return last is not None and last.kind == "assistant" and not last.payload["tool_calls"]
 
 

@@ -524,19 +524,22 @@ def _anthropic_block_events(answer: _Answer) -> list[dict[str, Any]]:
     return events
 
 
-def anthropic_stream(answer: _Answer) -> list[str]:
-    """SSE events of a streamed answer, in the real API's order."""
+def anthropic_stream(answer: _Answer, *, usage: bool = True) -> list[str]:
+    """SSE events of a streamed answer, in the real API's order; without `usage`, no
+    event carries token counts."""
     start = {**anthropic_message(answer), "content": [], "stop_reason": None}
     start["usage"] = {**anthropic_usage(answer), "output_tokens": 1}
+    if not usage:
+        del start["usage"]
     events: list[dict[str, Any]] = [{"type": "message_start", "message": start}, {"type": "ping"}]
     events += _anthropic_block_events(answer)
-    events.append(
-        {
-            "type": "message_delta",
-            "delta": {"stop_reason": _stop_reason(answer), "stop_sequence": None},
-            "usage": anthropic_usage(answer),
-        }
-    )
+    end: dict[str, Any] = {
+        "type": "message_delta",
+        "delta": {"stop_reason": _stop_reason(answer), "stop_sequence": None},
+    }
+    if usage:
+        end["usage"] = anthropic_usage(answer)
+    events.append(end)
     events.append({"type": "message_stop"})
     return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events]
 
@@ -764,19 +767,26 @@ class _Handler(BaseHTTPRequestHandler):
             raise _fault_error(fault)
         malformed = bool(fault and fault.malformed_arguments)
         answer = build_answer(api, reply, request, malformed=malformed)
-        self._send_answer(api, answer, request, cut=bool(fault and fault.cut_stream))
+        self._send_answer(api, answer, request, fault or Fault(), reply.chunk_delay)
 
-    def _send_answer(self, api: Api, answer: _Answer, request: FakeRequest, *, cut: bool) -> None:
-        """The answer as JSON or as the vendor's event stream."""
-        if not request.stream:
+    def _send_answer(
+        self, api: Api, answer: _Answer, request: FakeRequest, fault: Fault, chunk_delay: float
+    ) -> None:
+        """The answer as JSON or as the vendor's event stream, as the fault has it."""
+        cut = fault.cut_stream
+        if not request.stream or fault.ignore_stream:
             payload = openai_completion(answer) if api == "openai" else anthropic_message(answer)
             self._send_json(200, payload, cut=cut)
+        elif fault.empty_stream:
+            self._send_sse([])
         elif api == "openai":
             options = request.body.get("stream_options")
             include_usage = isinstance(options, Mapping) and options.get("include_usage") is True
-            self._send_sse(openai_stream(answer, include_usage), cut=cut)
+            events = openai_stream(answer, include_usage and not fault.omit_usage)
+            self._send_sse(events, cut=cut, gap=chunk_delay)
         else:
-            self._send_sse(anthropic_stream(answer), cut=cut)
+            events = anthropic_stream(answer, usage=not fault.omit_usage)
+            self._send_sse(events, cut=cut, gap=chunk_delay)
 
     def _begin(self, status: int, content_type: str, extra: Iterable[tuple[str, str]] = ()) -> None:
         """Status line and the headers every answer has."""
@@ -802,8 +812,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self.wfile.write(data)
 
-    def _send_sse(self, events: list[str], *, cut: bool = False) -> None:
-        """An event stream in chunked encoding; `cut` stops half-way without the final chunk."""
+    def _send_sse(self, events: list[str], *, cut: bool = False, gap: float = 0.0) -> None:
+        """An event stream in chunked encoding, `gap` seconds between events; `cut` stops
+        half-way without the final chunk."""
         self._begin(
             200,
             "text/event-stream; charset=utf-8",
@@ -812,7 +823,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if cut:
             events = events[: max(1, len(events) // 2)]
-        for event in events:
+        for i, event in enumerate(events):
+            if i and gap:
+                self.wfile.flush()
+                if not self.server.fake._sleep(gap):
+                    raise _ClientGone
             data = event.encode()
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         if cut:

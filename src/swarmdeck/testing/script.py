@@ -50,7 +50,13 @@ class UsageSpec(_Strict):
 
 
 class FaultSpec(_Strict):
-    """A failure injected instead of (or into) a turn's answer."""
+    """A failure injected instead of (or into) a turn's answer.
+
+    Besides errors and cut streams, the ways real servers misbehave: `ignore_stream`
+    answers a streamed request with the whole JSON body; `empty_stream` answers 200 with
+    an event stream that holds nothing (llama.cpp, given a prompt over its window);
+    `omit_usage` streams no token counts (llama.cpp, always).
+    """
 
     status: int | None = Field(default=None, ge=400, le=599)
     retry_after: float | None = Field(default=None, ge=0)
@@ -58,6 +64,9 @@ class FaultSpec(_Strict):
     body: dict[str, Any] | None = None
     cut_stream: bool = False
     malformed_arguments: bool = False
+    ignore_stream: bool = False
+    empty_stream: bool = False
+    omit_usage: bool = False
 
 
 class ToolCallSpec(_Strict):
@@ -75,6 +84,8 @@ class TurnSpec(_Strict):
     reasoning: str | None = None
     usage: UsageSpec | None = None
     delay: float = Field(default=0.0, ge=0)
+    # Seconds between the events of a streamed answer (a slow model writing).
+    chunk_delay: float = Field(default=0.0, ge=0)
     fault: FaultSpec | None = None
 
 
@@ -115,6 +126,9 @@ class Fault:
     body: dict[str, Any] | None = None
     cut_stream: bool = False
     malformed_arguments: bool = False
+    ignore_stream: bool = False
+    empty_stream: bool = False
+    omit_usage: bool = False
 
 
 @dataclass(frozen=True)
@@ -140,6 +154,7 @@ class Reply:
     reasoning: str | None = None
     usage: ReplyUsage | None = None
     delay: float = 0.0
+    chunk_delay: float = 0.0
     fault: Fault | None = None
 
 
@@ -297,6 +312,7 @@ def _reply_from_turn(turn: TurnSpec, request: FakeRequest) -> Reply:
         reasoning=None if turn.reasoning is None else render_placeholders(turn.reasoning, request),
         usage=_usage_from_spec(turn.usage),
         delay=turn.delay,
+        chunk_delay=turn.chunk_delay,
         fault=_fault_from_spec(turn.fault),
     )
 

@@ -371,5 +371,10 @@ async def _supervise(
         reader.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await reader
+    # Close our end of the pipe now, on this loop: left to the garbage collector, the
+    # transport would close it on a loop that has ended ("Event loop is closed").
+    transport = getattr(proc, "_transport", None)
+    if transport is not None:
+        transport.close()
     code = proc.returncode if proc.returncode is not None else -signal.SIGKILL
     return CommandResult(code, capture.text(), timed_out, capture.truncated, sandbox)
