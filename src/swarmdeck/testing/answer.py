@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
+from swarmdeck.testing.prompt_cache import CacheUse
 from swarmdeck.testing.script import (
     Api,
     FakeRequest,
@@ -99,7 +100,9 @@ def check_common(body: Any) -> list[Mapping[str, Any]]:
     return messages
 
 
-def build_answer(api: Api, reply: Reply, request: FakeRequest, *, malformed: bool) -> Answer:
+def build_answer(
+    api: Api, reply: Reply, request: FakeRequest, *, malformed: bool, cache: CacheUse | None = None
+) -> Answer:
     """Resolve a reply for the wire: deterministic ids, broken arguments if asked."""
     prefix = "call" if api == "openai" else "toolu"
     calls = tuple(
@@ -117,7 +120,7 @@ def build_answer(api: Api, reply: Reply, request: FakeRequest, *, malformed: boo
         text=reply.text,
         reasoning=reply.reasoning,
         calls=calls,
-        usage=effective_usage(reply, request),
+        usage=effective_usage(reply, request, cache),
     )
 
 

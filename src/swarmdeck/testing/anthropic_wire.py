@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from swarmdeck.testing.answer import Answer, bad_request, check_common, thirds, words
+from swarmdeck.testing.answer import Answer, HttpError, bad_request, check_common, thirds, words
 from swarmdeck.testing.script import FakeRequest
 
 _ANTHROPIC_ERRORS: dict[int, str] = {
@@ -218,3 +218,9 @@ def error_body(status: int, message: str) -> dict[str, Any]:
     """An error body in Anthropic's shape."""
     kind = _ANTHROPIC_ERRORS.get(status, "api_error" if status >= 500 else "invalid_request_error")
     return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def context_error(prompt: int, completion: int, window: int) -> HttpError:
+    """Anthropic's 400 for a prompt over the window (`prompt is too long`)."""
+    message = f"prompt is too long: {prompt + completion} tokens > {window} maximum"
+    return HttpError(400, message, body=error_body(400, message))

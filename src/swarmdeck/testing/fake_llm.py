@@ -20,10 +20,12 @@ from typing import Self
 from swarmdeck.errors import UsageError
 from swarmdeck.testing.answer import HttpError, bad_request
 from swarmdeck.testing.http_server import RecordedRequest, Server
+from swarmdeck.testing.prompt_cache import DEFAULT_MIN_CACHED_TOKENS, PromptCache
 from swarmdeck.testing.script import (
     FakeRequest,
     FaultCounter,
     NoScenarioMatches,
+    OverflowStyle,
     Reply,
     Script,
     ScriptFn,
@@ -47,8 +49,17 @@ class FakeLLM:
         quirks: Iterable[str] = frozenset(),
         host: str = "127.0.0.1",
         port: int = 0,
+        context_tokens: int | None = None,
+        overflow: OverflowStyle | None = None,
+        cache_min_tokens: int = DEFAULT_MIN_CACHED_TOKENS,
     ) -> None:
         self.latency = latency
+        # The model's window (None: a script's own, else unlimited) and how a prompt over
+        # it is refused (None: as the script says, else the vendor's own 400).
+        self.context_tokens = context_tokens
+        self.overflow = overflow
+        # The vendors' prompt caches, as each reports them (see prompt_cache.py).
+        self.cache = PromptCache(cache_min_tokens)
         self.quirks = frozenset(quirks)
         self.host = host
         self._wanted_port = port
@@ -173,10 +184,22 @@ class FakeLLM:
             return self._in_flight
 
     def reset_stats(self) -> None:
-        """Forget recorded requests; the concurrency peak restarts from what is in flight."""
+        """Forget recorded requests and cached prefixes; the concurrency peak restarts from
+        what is in flight."""
         with self._lock:
             self._requests.clear()
             self._max_concurrent = self._in_flight
+        self.cache.clear()
+
+    def window(self) -> tuple[int | None, OverflowStyle]:
+        """The context window in force and how a prompt over it is refused: the server's
+        settings, else the script file's."""
+        with self._lock:
+            script_fn = self._script_fn
+        spec = script_fn.spec if isinstance(script_fn, Script) else None
+        window = self.context_tokens or (spec.context_tokens if spec else None)
+        style = self.overflow or (spec.overflow if spec else "vendor")
+        return window, style
 
     # -- used by the handler --
 

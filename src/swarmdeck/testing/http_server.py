@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from swarmdeck.testing import anthropic_wire, openai_wire
 from swarmdeck.testing.answer import CREATED, Answer, HttpError, bad_request, build_answer, phrase
+from swarmdeck.testing.prompt_cache import prompt_tokens
 from swarmdeck.testing.script import Api, FakeRequest, Fault
 
 if TYPE_CHECKING:
@@ -94,6 +95,10 @@ class Server(ThreadingHTTPServer):
         """Silence: a dropped client is not an error worth a traceback here."""
 
 
+class _Answered(Exception):
+    """The exchange is over: what was sent is the whole answer."""
+
+
 class _ClientGone(Exception):
     """The exchange cannot go on: the client left or the server is stopping."""
 
@@ -157,6 +162,8 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             body = self._read_and_record(path)
             self._route(path, api, body)
+        except _Answered:
+            pass
         except HttpError as exc:
             self._send_error(api, exc)
         except (_ClientGone, OSError):
@@ -234,6 +241,7 @@ class _Handler(BaseHTTPRequestHandler):
         wire = openai_wire if api == "openai" else anthropic_wire
         validate = wire.validate
         request = validate(body, fake.quirks)
+        self._check_window(api, request)
         reply = fake._reply(request)
         fault = (
             reply.fault
@@ -246,8 +254,27 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None and fault.status is not None:
             raise _fault_error(fault)
         malformed = bool(fault and fault.malformed_arguments)
-        answer = build_answer(api, reply, request, malformed=malformed)
+        cache = fake.cache.serve(api, request.body)
+        answer = build_answer(api, reply, request, malformed=malformed, cache=cache)
         self._send_answer(api, answer, request, fault or Fault(), reply.chunk_delay)
+
+    def _check_window(self, api: Api, request: FakeRequest) -> None:
+        """Refuse a prompt that, with the output it asks room for, is over the model's
+        window: with the vendor's 400, or (llama.cpp) a 200 whose stream is empty."""
+        window, style = self.server.fake.window()
+        if window is None:
+            return
+        prompt = prompt_tokens(api, request.body)
+        asked = request.body.get("max_tokens", request.body.get("max_completion_tokens"))
+        completion = asked if isinstance(asked, int) and not isinstance(asked, bool) else 0
+        if prompt + completion <= window:
+            return
+        if style == "empty_stream" and request.stream:
+            self._send_sse([])
+            raise _Answered
+        if api == "anthropic":
+            raise anthropic_wire.context_error(prompt, completion, window)
+        raise openai_wire.context_error(style, prompt, completion, window)
 
     def _send_answer(
         self, api: Api, answer: Answer, request: FakeRequest, fault: Fault, chunk_delay: float

@@ -6,7 +6,15 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from swarmdeck.testing.answer import CREATED, Answer, bad_request, check_common, thirds, words
+from swarmdeck.testing.answer import (
+    CREATED,
+    Answer,
+    HttpError,
+    bad_request,
+    check_common,
+    thirds,
+    words,
+)
 from swarmdeck.testing.script import FakeRequest
 
 _OPENAI_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
@@ -182,3 +190,48 @@ def error_body(status: int, message: str) -> dict[str, Any]:
         status, ("server_error" if status >= 500 else "invalid_request_error", None)
     )
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+def context_error(style: str, prompt: int, completion: int, window: int) -> HttpError:
+    """The 400 an OpenAI-compatible server answers a prompt over its window with: OpenAI's
+    own (`context_length_exceeded`), vLLM's, or llama.cpp's, each with its real body."""
+    asked = prompt + completion
+    if style == "vllm":
+        message = (
+            f"This model's maximum context length is {window} tokens. However, you requested "
+            f"{asked} tokens ({prompt} in the messages, {completion} in the completion). "
+            "Please reduce the length of the messages or completion."
+        )
+        body: dict[str, Any] = {
+            "object": "error",
+            "message": message,
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,
+        }
+        return HttpError(400, message, body=body)
+    if style == "llamacpp":
+        message = "the request exceeds the available context size, try increasing it"
+        body = {
+            "error": {
+                "code": 400,
+                "message": message,
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": prompt,
+                "n_ctx": window,
+            }
+        }
+        return HttpError(400, message, body=body)
+    message = (
+        f"This model's maximum context length is {window} tokens. However, your messages "
+        f"resulted in {asked} tokens. Please reduce the length of the messages."
+    )
+    body = {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    }
+    return HttpError(400, message, body=body)
