@@ -36,6 +36,8 @@ from swarmdeck.models.types import (
     Usage,
 )
 
+# A prompt-cache breakpoint: the prefix up to the block that carries it is cached.
+CACHE_POINT = {"type": "ephemeral"}
 # Anthropic's stop reasons in the neutral (Chat Completions) vocabulary.
 STOP_REASONS = {
     "end_turn": "stop",
@@ -83,7 +85,10 @@ class AnthropicModel:
         await self._http.aclose()
 
     def request_body(self, messages: list[Message], tools: list[ToolSpec]) -> dict[str, Any]:
-        """The JSON body of the request: system apart, tool results as user blocks."""
+        """The JSON body of the request: system apart, tool results as user blocks, and
+        prompt-cache breakpoints on the tools, the system prompt and the last message (the
+        prompt only grows at its end between compactions, so each turn reads the prefix
+        the turn before wrote)."""
         body: dict[str, Any] = {
             "model": self.model_name,
             "max_tokens": self.config.output_tokens,
@@ -92,12 +97,15 @@ class AnthropicModel:
         }
         system = "\n\n".join(m.content for m in messages if m.role == "system" and m.content)
         if system:
-            body["system"] = system
+            body["system"] = [{"type": "text", "text": system, "cache_control": dict(CACHE_POINT)}]
         if tools:
             body["tools"] = [
                 {"name": t.name, "description": t.description, "input_schema": t.parameters}
                 for t in tools
             ]
+            body["tools"][-1]["cache_control"] = dict(CACHE_POINT)
+        if body["messages"]:
+            body["messages"][-1]["content"][-1]["cache_control"] = dict(CACHE_POINT)
         return body
 
     async def _attempt(self, request: dict[str, Any], turn: TurnCall) -> Completion:

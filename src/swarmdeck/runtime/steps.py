@@ -16,14 +16,16 @@ from typing import Any
 from swarmdeck.catalog.catalog import WriteWouldWait
 from swarmdeck.catalog.records import EventRecord, SessionRecord
 from swarmdeck.errors import ProviderError, SwarmdeckError
+from swarmdeck.models.errors import CONTEXT_OVERFLOW
 from swarmdeck.models.types import Message
 from swarmdeck.plugins.aliases import resolve_tools
 from swarmdeck.plugins.definitions import SkillDef
+from swarmdeck.runtime.context import fit_context
 from swarmdeck.runtime.crashpoints import crash_point
 from swarmdeck.runtime.journal import Journal
 from swarmdeck.runtime.mgmt_ops import RuntimeMgmtOps
 from swarmdeck.runtime.origin import CRON
-from swarmdeck.runtime.prompts import system_prompt
+from swarmdeck.runtime.prompts import skill_index, system_prompt
 from swarmdeck.runtime.services import services
 from swarmdeck.runtime.tree import drain_inbox, model_resting, parent_notice, ring
 from swarmdeck.runtime.turn_watch import TurnWatch
@@ -179,7 +181,8 @@ def check_budget(session_id: str) -> str | None:
             continue
         used = catalog.usage_totals([sid, *catalog.descendant_ids(sid)])
         spent = {
-            "max_tokens": used.input + used.output,
+            # A token read from a prompt cache is still a token of the prompt.
+            "max_tokens": used.input + used.cache_read + used.cache_write + used.output,
             "max_cost": used.cost_usd or 0.0,
             "max_turns_total": used.turns,
         }
@@ -251,11 +254,13 @@ def _prompt(session_id: str, turn: int) -> dict[str, Any]:
     svc = services()
     record = svc.session_identity(session_id)
     journal = svc.journal(session_id)
-    prompt = system_prompt(record.workdir, record.system_message, visible_skills(record))
+    index = visible_skills(record)
+    prompt = system_prompt(record.workdir, record.system_message, index)
     skills = session_skills(record, journal.skills_before(turn))
     return {
         "record": record,
-        "messages": [Message("system", prompt), *journal.messages],
+        "system": Message("system", prompt),
+        "skills_index": skill_index(index),
         "specs": [t.spec() for t in offered_tools(record, skills)],
         "origin": journal.next_origin(
             has_parent=record.parent_id is not None, system=record.system
@@ -300,31 +305,40 @@ def _store_turn(
     record: SessionRecord,
     completion: Any,
     origin: str,
+    fitted: dict[str, Any],
     wait: bool = True,
 ) -> dict[str, Any]:
     """Store the model's message and usage in one transaction; returns what the loop needs.
 
+    The turn's usage row also counts the summaries made to fit its prompt (fitted's
+    `spent`); the message keeps the model's own counts and what the prompt measured.
     When another process stored this turn first (a worker presumed dead that was not),
     its turn is the one that counts.
     """
     svc = services()
     calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in completion.tool_calls]
     config, model_name = svc.provider_for(record.model)
+    spent = fitted["spent"]
+    counts = completion.usage.as_dict()
+    cost = completion.cost_usd
+    if spent["cost_usd"] is not None:
+        cost = (cost or 0.0) + spent["cost_usd"]
     usage_row = {
         "turn": turn,
         "provider": config.key,
         "model": model_name,
-        "cost_usd": completion.cost_usd,
-        "estimated": completion.usage.estimated,
-        **completion.usage.as_dict(),
+        "cost_usd": cost,
+        "estimated": completion.usage.estimated or spent["estimated"],
+        **{name: value + spent["usage"].get(name, 0) for name, value in counts.items()},
     }
     key = f"turn:{turn}"
     payload = {
         "text": completion.text,
         "tool_calls": calls,
         "reasoning": completion.reasoning,
-        "usage": {**completion.usage.as_dict(), "estimated": completion.usage.estimated},
+        "usage": {**counts, "estimated": completion.usage.estimated},
         "origin": origin,
+        "context": fitted["context"],
     }
     if not svc.catalog.append_event(session_id, key, "assistant", payload, usage_row, wait=wait):
         return _turn_reply(_stored(session_id, key))
@@ -355,12 +369,12 @@ async def llm_turn(session_id: str, turn: int, generation: int, inbox: list[str]
         await asyncio.to_thread(_take_mail, session_id, turn, inbox)
     prep = await _read(_prompt, session_id, turn)
     record = prep["record"]
+    fitted = await fit_context(session_id, turn, prep)
+    assert fitted is not None
     watch = TurnWatch(session_id, turn, generation)
     crash_point("llm.before")
     try:
-        completion = await svc.model(record.model).complete(
-            prep["messages"], prep["specs"], on_chunk=watch.chunk, on_notice=watch.notice
-        )
+        completion, fitted = await _complete(session_id, turn, prep, fitted, watch)
     except ProviderError as exc:
         message = exc.one_line()
         await asyncio.to_thread(
@@ -372,7 +386,30 @@ async def llm_turn(session_id: str, turn: int, generation: int, inbox: list[str]
         )
         return {"error": message, "retryable": exc.retryable}
     crash_point("llm.after")
-    return await _write(_store_turn, session_id, turn, record, completion, prep["origin"])
+    return await _write(_store_turn, session_id, turn, record, completion, prep["origin"], fitted)
+
+
+async def _complete(
+    session_id: str, turn: int, prep: dict[str, Any], fitted: dict[str, Any], watch: TurnWatch
+) -> tuple[Any, dict[str, Any]]:
+    """The model's answer to the fitted prompt, and the prompt it answered. A provider that
+    says the prompt is over its window gets one compaction, then one more try."""
+    model = services().model(prep["record"].model)
+    try:
+        completion = await model.complete(
+            fitted["messages"], prep["specs"], on_chunk=watch.chunk, on_notice=watch.notice
+        )
+        return completion, fitted
+    except ProviderError as exc:
+        if exc.kind != CONTEXT_OVERFLOW:
+            raise
+        refitted = await fit_context(session_id, turn, prep, overflow=True)
+        if refitted is None:
+            raise
+    completion = await model.complete(
+        refitted["messages"], prep["specs"], on_chunk=watch.chunk, on_notice=watch.notice
+    )
+    return completion, refitted
 
 
 async def mail_waiting(session_id: str, turn: int, generation: int, inbox: list[str]) -> bool:
