@@ -666,11 +666,19 @@ class Catalog:
                 key = f"{r.provider}:{r.model}"
                 row = totals.by_model.setdefault(
                     key,
-                    {"turns": 0, "input": 0, "output": 0, "cost_usd": None, "estimated_turns": 0},
+                    {
+                        "turns": 0,
+                        "input": 0,
+                        "output": 0,
+                        "cache_read": 0,
+                        "cache_write": 0,
+                        "cost_usd": None,
+                        "estimated_turns": 0,
+                    },
                 )
                 row["turns"] += 1
-                row["input"] += r.input
-                row["output"] += r.output
+                for name in ("input", "output", "cache_read", "cache_write"):
+                    row[name] += getattr(r, name)
                 row["estimated_turns"] += int(bool(r.estimated))
                 if r.cost_usd is not None:
                     row["cost_usd"] = (row["cost_usd"] or 0.0) + r.cost_usd

@@ -142,6 +142,11 @@ class UsageTotals:
         turns' are, "" when every provider reported them."""
         return estimated_note(self.estimated_turns, self.turns)
 
+    @property
+    def cache_share(self) -> float | None:
+        """The share of input tokens a prompt cache served (None before any input)."""
+        return cache_share(self.input, self.cache_read, self.cache_write)
+
     def tokens(self) -> dict[str, int]:
         """The token counts as the contract prints them."""
         return {
@@ -151,3 +156,9 @@ class UsageTotals:
             "cache_read": self.cache_read,
             "cache_write": self.cache_write,
         }
+
+
+def cache_share(uncached: int, read: int, written: int) -> float | None:
+    """Cached input tokens over all input tokens (None when there were none)."""
+    total = uncached + read + written
+    return read / total if total else None

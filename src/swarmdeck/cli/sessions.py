@@ -7,13 +7,13 @@ import datetime as dt
 import json
 import sys
 import time
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from swarmdeck.catalog.records import STATUSES, TERMINAL_STATUSES, SessionRecord
+from swarmdeck.catalog.records import STATUSES, TERMINAL_STATUSES, EventRecord, SessionRecord
 from swarmdeck.cli.app import app
 from swarmdeck.config import load_settings
 from swarmdeck.errors import UsageError
@@ -120,6 +120,7 @@ def show(
     s = catalog.get_session(catalog.resolve_session_id(session_id))
     events = catalog.events(s.id)
     usage = catalog.usage_totals([s.id])
+    context = context_summary(events)
     if as_json:
         doc = {
             **_summary(s),
@@ -132,7 +133,9 @@ def show(
                 **usage.tokens(),
                 "estimated_turns": usage.estimated_turns,
                 "cost_usd": usage.cost_usd,
+                "cache_share": usage.cache_share,
             },
+            "context": context,
             "events": [{"seq": e.seq, "kind": e.kind, "payload": e.payload} for e in events],
         }
         print(json.dumps(doc, ensure_ascii=False))
@@ -144,7 +147,10 @@ def show(
         console.print(f"parent {s.parent_id}")
     cost = f" · ${usage.cost_usd:.4f}" if usage.cost_usd is not None else ""
     tokens = f"tokens in {usage.input} out {usage.output}{usage.estimated_note}"
-    console.print(f"turns {usage.turns} · {tokens}{cost}")
+    share = f" · cached {usage.cache_share:.0%}" if usage.cache_share else ""
+    console.print(f"turns {usage.turns} · {tokens}{share}{cost}")
+    if context is not None:
+        console.print(context_line(context))
     if s.error:
         console.print(f"[red]error[/] {s.error}")
     console.print()
@@ -153,6 +159,34 @@ def show(
         printer(ev)
     if s.result is not None:
         console.print_json(json.dumps(s.result))
+
+
+def context_summary(events: list[EventRecord]) -> dict[str, object] | None:
+    """What the last turn's prompt measured (its tokens, the window, the runtime's own
+    tokens) and how often older turns were compacted; None before any measured turn."""
+    last = next(
+        (e for e in reversed(events) if e.kind == "assistant" and e.payload.get("context")), None
+    )
+    if last is None:
+        return None
+    compactions = [e for e in events if e.kind == "compaction"]
+    return {
+        **last.payload["context"],
+        "compactions": len(compactions),
+        "dropped": sum(1 for e in compactions if not e.payload.get("summarized")),
+    }
+
+
+def context_line(context: dict[str, object]) -> str:
+    """The context summary as one line: prompt against window, the runtime's tokens."""
+    runtime: Any = context["runtime"]
+    own = runtime["system"] + runtime["tools"]
+    compacted = f" · compacted {context['compactions']}x" if context["compactions"] else ""
+    return (
+        f"context: last prompt {context['prompt_tokens']} of {context['window']} tokens "
+        f"({context['tokenizer']}){compacted} · runtime per turn {own}: system prompt "
+        f"{runtime['system']} (skill index {runtime['skills']}), tool schemas {runtime['tools']}"
+    )
 
 
 @sessions_app.command("tail")

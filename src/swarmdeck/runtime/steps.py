@@ -27,6 +27,7 @@ from swarmdeck.runtime.mgmt_ops import RuntimeMgmtOps
 from swarmdeck.runtime.origin import CRON
 from swarmdeck.runtime.prompts import skill_index, system_prompt
 from swarmdeck.runtime.services import services
+from swarmdeck.runtime.tool_output import shrink
 from swarmdeck.runtime.tree import drain_inbox, model_resting, parent_notice, ring
 from swarmdeck.runtime.turn_watch import TurnWatch
 from swarmdeck.tools.base import READ_ONLY_MODES, Effect, Tool, ToolContext, ToolOutcome
@@ -506,6 +507,7 @@ async def tool_call(session_id: str, turn: int, call: dict[str, Any]) -> dict[st
             # model sees and can act on; it must not take the whole session down.
             outcome = ToolOutcome(f"error: {describe_error(exc)}", is_error=True)
         crash_point("tool.after")
+    outcome = await asyncio.to_thread(shrink, session_id, turn, call["id"], outcome)
     return await _write(_store_call, session_id, turn, call, outcome)
 
 
