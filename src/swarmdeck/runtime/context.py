@@ -57,6 +57,10 @@ class Budget:
 
     window: int
     threshold: int
+    share: float
+    # The smallest prompt the provider refused as over its window, when one was (its
+    # window is smaller than its settings say).
+    refused_at: int | None = None
 
     @classmethod
     def of(cls, config: ProviderConfig) -> Budget:
@@ -64,7 +68,23 @@ class Budget:
         # An output cap as large as the window (a user file that set only context_tokens)
         # must not leave no room at all: half the window at most is kept for the answer.
         window = config.context_tokens - min(config.output_tokens, config.context_tokens // 2)
-        return cls(window, int(window * config.compact_at))
+        return cls(window, int(window * config.compact_at), config.compact_at)
+
+    def within(self, refused: int | None) -> Budget:
+        """This budget, no larger than what the provider refused showed its window to be."""
+        if refused is None:
+            return self
+        return Budget(
+            self.window, min(self.threshold, int(refused * self.share)), self.share, refused
+        )
+
+
+def refused_at(journal: Journal, now: int | None) -> int | None:
+    """The smallest prompt refused as over the window so far (journaled with each
+    compaction), or now."""
+    known = journal.compaction.payload.get("refused_at") if journal.compaction else None
+    sizes = [size for size in (known, now) if size]
+    return min(sizes) if sizes else None
 
 
 @dataclass(frozen=True)
@@ -125,14 +145,15 @@ async def fit_context(
     record = prep["record"]
     config, model_name = svc.provider_for(record.model)
     journal = svc.journal(session_id)
-    budget = Budget.of(config)
     meter = meter_for(config, model_name, journal)
     system, specs = prep["system"], prep["specs"]
     raw = meter.raw_prompt([system, *journal.view()], specs)
+    budget = Budget.of(config).within(refused_at(journal, meter.scaled(raw) if overflow else None))
     key = compaction_key(turn, overflow)
     if (overflow or meter.scaled(raw) > budget.threshold) and journal.get(key) is None:
         payload = compaction_plan(journal, meter, budget, system, specs, overflow)
         if payload is not None:
+            payload["refused_at"] = budget.refused_at
             await _compact(session_id, record.model, journal, key, payload)
             raw = meter.raw_prompt([system, *journal.view()], specs)
         elif overflow:
@@ -262,6 +283,7 @@ async def _compact(
         "messages": cut - start,
         "overflow": plan["overflow"],
         "summarized": False,
+        "refused_at": plan.get("refused_at"),
     }
     crash_point("compact.before")
     try:

@@ -39,10 +39,10 @@ def shrink(session_id: str, turn: int, call_id: str, outcome: ToolOutcome) -> To
         kept.encode(),
         cap,
     )
-    whole = "" if len(data) <= cap else f" (its first {cap} bytes: the output was longer)"
+    whole = "" if len(data) <= cap else f"; its first {cap} bytes are kept"
     note = (
-        f"\n\n[… {len(content) - HEAD_CHARS - TAIL_CHARS} characters not shown: the whole "
-        f"output ({len(content)} characters) is {link}{whole}. Read any part with "
-        f"read_artifact(name={link!r}, offset=N, limit=M).]\n\n"
+        f"\n\n[… {len(content) - HEAD_CHARS - TAIL_CHARS} characters not shown. The whole "
+        f"output ({len(content)} characters{whole}) is kept as the artifact {link} : read "
+        f"any part of it with read_artifact, giving name, offset and limit.]\n\n"
     )
     return replace(outcome, content=content[:HEAD_CHARS] + note + content[-TAIL_CHARS:])
