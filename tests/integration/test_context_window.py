@@ -3,6 +3,7 @@ pairs after compaction on both wire formats, large tool outputs, prompt caching.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from pathlib import Path
@@ -192,3 +193,49 @@ async def test_a_megabyte_tool_output_becomes_an_artifact(
     assert stored == big
     assert seen["part"].startswith(big[500_000:500_024])
     assert "[characters 500000-500024 of" in seen["part"]
+
+
+def _flat(body: dict, kind: str) -> list:
+    """A request's prompt in cache order, without its cache breakpoints."""
+
+    def clean(item: object) -> object:
+        if isinstance(item, dict):
+            return {k: clean(v) for k, v in item.items() if k != "cache_control"}
+        if isinstance(item, list):
+            return [clean(v) for v in item]
+        return item
+
+    flat: list = [("tool", clean(t)) for t in body.get("tools", [])]
+    if kind == "anthropic":
+        flat.append(("system", clean(body["system"])))
+        for message in body["messages"]:
+            content = message["content"]
+            blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+            flat += [(message["role"], clean(b)) for b in blocks]
+    else:
+        flat += [("message", clean(m)) for m in body["messages"]]
+    return flat
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+async def test_between_compactions_the_prompt_only_grows_at_its_end(
+    sd_home: Path, workdir: Path, fake_llm: FakeLLM, kind: str
+) -> None:
+    url = fake_llm.anthropic_base_url if kind == "anthropic" else fake_llm.openai_base_url
+    write_provider(sd_home, "fake", url, kind=kind)
+    (workdir / "data.txt").write_text(data_file_text())
+    fake_llm.set_script(CronReader(6))
+    host, sid = await run_to_end(workdir, {"max_turns": 50}, timeout=60)
+    assert host.catalog.get_session(sid).status == "completed"
+    prompts = [_flat(r.body, kind) for r in fake_llm.requests if r.body]
+    assert len(prompts) >= 12
+    for before, after in itertools.pairwise(prompts):
+        assert after[: len(before)] == before  # byte for byte, once serialized
+    usage = host.catalog.usage_totals([sid])
+    # Every turn after the first reads the prefix the one before it left.
+    assert usage.cache_share is not None and usage.cache_share > 0.6
+    if kind == "anthropic":
+        body = fake_llm.requests[-1].body
+        assert body["system"][-1]["cache_control"] == {"type": "ephemeral"}
+        assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+        assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
