@@ -122,7 +122,7 @@ class Swarm:
             os.environ[STORE_ENV] = store
         from swarmdeck.dispatch.schemas import VALIDATORS
 
-        self.host = Host(load_settings(), [*default_tools(), *(tools or [])])
+        self.host = Host(load_settings(), [*default_tools(), *(tools or [])], serve_queue=True)
         self.host.services.result_validators.update(VALIDATORS)
         self.host.launch()
 

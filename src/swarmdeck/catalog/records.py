@@ -45,6 +45,8 @@ class SessionRecord:
     generation: int
     created_at: float
     updated_at: float
+    executor: str | None = None
+    epoch: int = 0
 
     @property
     def terminal(self) -> bool:

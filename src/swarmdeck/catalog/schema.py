@@ -32,6 +32,13 @@ sessions = sa.Table(
     sa.Column("generation", sa.Integer, nullable=False, default=0),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
+    # The executor (sd_workers) answerable for the session: it starts it (while pending) or
+    # runs it. Null while pending: handed to the fleet, for any live worker to take.
+    sa.Column("executor", sa.String(128), index=True),
+    # Raised by every execution of the session's workflow as it starts (a takeover starts
+    # one): a journaled write names the epoch it ran under and lands only while that is
+    # still the session's, so a paused worker that comes back cannot commit a step.
+    sa.Column("epoch", sa.Integer, nullable=False, default=0, server_default="0"),
 )
 
 # The inbox lives in the catalog, not in engine messages: a message sent while no worker
@@ -105,6 +112,22 @@ workers = sa.Table(
     sa.Column("heartbeat_at", sa.Float, nullable=False),
     sa.Column("stopped", sa.Boolean, nullable=False, default=False),
     sa.Column("recovered_by", sa.String(128)),
+    sa.Column("recovered_at", sa.Float),
+    # `worker` (serves the fleet's queue) or `local` (a run, the SDK: runs its own sessions).
+    sa.Column("role", sa.String(16), nullable=False, default="local", server_default="local"),
+)
+
+# A `swarmdeck worker --processes N` supervisor: it keeps `processes` engine processes
+# running and scales to the value found here, which others (the scale_workers tool) write.
+supervisors = sa.Table(
+    "sd_supervisors",
+    metadata,
+    sa.Column("supervisor_id", sa.String(128), primary_key=True),
+    sa.Column("hostname", sa.String(255)),
+    sa.Column("pid", sa.Integer),
+    sa.Column("processes", sa.Integer, nullable=False),
+    sa.Column("heartbeat_at", sa.Float, nullable=False),
+    sa.Column("stopped", sa.Boolean, nullable=False, default=False, server_default=sa.false()),
 )
 
 # Side effects marked `once` record their start here; a rerun after a crash finds the
@@ -132,5 +155,28 @@ generations = sa.Table(
 
 
 def create_all(engine: sa.Engine) -> None:
-    """Create missing tables (idempotent; safe when several processes start at once)."""
+    """Create missing tables and columns (idempotent; safe when several processes start at
+    once)."""
     metadata.create_all(engine, checkfirst=True)
+    add_missing_columns(engine)
+
+
+def add_missing_columns(engine: sa.Engine) -> list[str]:
+    """Add the columns a store made by an earlier release lacks; returns them as
+    `table.column`. Only nullable columns or columns with a server default are added, which
+    is what a later release may add."""
+    inspector = sa.inspect(engine)
+    added: list[str] = []
+    for table in metadata.sorted_tables:
+        have = {c["name"] for c in inspector.get_columns(table.name)}
+        for column in table.columns:
+            if column.name in have:
+                continue
+            ddl = sa.schema.CreateColumn(column).compile(dialect=engine.dialect)
+            with engine.begin() as conn:
+                conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {ddl}")
+            added.append(f"{table.name}.{column.name}")
+            for index in table.indexes:
+                if column.name in index.columns:
+                    index.create(engine, checkfirst=True)
+    return added

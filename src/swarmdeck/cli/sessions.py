@@ -178,7 +178,7 @@ def resume(
     from swarmdeck.cli.hosting import session_host
     from swarmdeck.cli.run import exit_code_for, run_and_follow
 
-    host = session_host()
+    host = session_host(serve_queue=True)
     sid = host.catalog.resolve_session_id(session_id)
 
     async def go() -> str:

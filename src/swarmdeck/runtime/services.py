@@ -26,6 +26,8 @@ ResultValidator = Callable[[Any], str | None]
 class EngineOps(Protocol):
     """What steps may ask of the engine without importing it."""
 
+    executor_id: str
+
     async def ring(self, session_id: str) -> None:
         """Wake the session if it waits on its inbox (best effort; the inbox is durable)."""
         ...
@@ -54,6 +56,12 @@ class Services:
     # new. Rebuilt from the catalog after a restart.
     _records: dict[str, SessionRecord] = field(default_factory=dict)
     _journals: dict[str, Journal] = field(default_factory=dict)
+
+    def executor_id(self) -> str:
+        """The executor id of this process's engine (who runs the sessions here)."""
+        if self.engine_ops is None:
+            raise SwarmdeckError("swarmdeck runtime is not started", "launch the engine first")
+        return self.engine_ops.executor_id
 
     def session_identity(self, session_id: str) -> SessionRecord:
         """The session's record as created (its identity fields are immutable)."""
