@@ -108,13 +108,21 @@ class Session:
 
 
 class Swarm:
-    """Durable sessions in this process, on a SQLite file or PostgreSQL."""
+    """Durable sessions on a SQLite file or PostgreSQL: handed to the fleet of workers when
+    one serves the store, else run in this process.
+
+    Sessions go to the fleet only when they need nothing this process alone has: with your
+    own `tools`, or `local=True`, they run here. A Swarm also takes its share of the store's
+    queue while it is open, as a worker does (so `recover` can run what dead workers left).
+    """
 
     def __init__(
         self,
         store: str | None = None,
         home: str | Path | None = None,
         tools: list[Tool] | None = None,
+        *,
+        local: bool = False,
     ) -> None:
         if home is not None:
             os.environ[HOME_ENV] = str(home)
@@ -122,6 +130,8 @@ class Swarm:
             os.environ[STORE_ENV] = store
         from swarmdeck.dispatch.schemas import VALIDATORS
 
+        # A worker has the built-in tools only: a session offered others must run here.
+        self.local = local or bool(tools)
         self.host = Host(load_settings(), [*default_tools(), *(tools or [])], serve_queue=True)
         self.host.services.result_validators.update(VALIDATORS)
         self.host.launch()
@@ -160,6 +170,7 @@ class Swarm:
         }
         if spec.budget:
             options["budget"] = spec.budget
+        fleet = not self.local and bool(await asyncio.to_thread(self.host.fleet_workers))
         record = self.host.create_session(
             SessionRequest(
                 task,
@@ -170,9 +181,11 @@ class Swarm:
                 system_message=spec.system_message,
                 tool_names=spec.tool_names,
                 options=options,
-            )
+            ),
+            fleet=fleet,
         )
-        await self.host.start(record.id)
+        if not fleet:
+            await self.host.start(record.id)
         return Session(self, record.id)
 
     def recover(self) -> list[str]:

@@ -276,6 +276,33 @@ class Catalog:
                 won.append(sid)
         return won
 
+    def running_by_executor(self) -> dict[str, int]:
+        """How many live sessions each executor runs (pending ones are not running yet)."""
+        sessions = schema.sessions
+        with self._reads.connect() as conn:
+            rows = conn.execute(
+                sa.select(sessions.c.executor, sa.func.count())
+                .where(
+                    sessions.c.executor.is_not(None),
+                    sessions.c.status.not_in([*TERMINAL_STATUSES, "pending"]),
+                )
+                .group_by(sessions.c.executor)
+            ).all()
+        return {r[0]: r[1] for r in rows}
+
+    def queue_depth(self) -> tuple[int, int]:
+        """Sessions waiting to run: all pending ones, and of them those handed to the fleet
+        that no worker took yet."""
+        sessions = schema.sessions
+        with self._reads.connect() as conn:
+            rows = conn.execute(
+                sa.select(sessions.c.executor.is_(None), sa.func.count())
+                .where(sessions.c.status == "pending")
+                .group_by(sessions.c.executor.is_(None))
+            ).all()
+        counts = {bool(r[0]): r[1] for r in rows}
+        return sum(counts.values()), counts.get(True, 0)
+
     def pending_of(self, executors: list[str]) -> list[SessionRecord]:
         """Sessions still pending that these executors were to start."""
         sessions = schema.sessions
@@ -767,20 +794,7 @@ class Catalog:
         totals = UsageTotals()
         with self._reads.connect() as conn:
             for r in conn.execute(q):
-                totals.turns += 1
-                for name in ("input", "output", "reasoning", "cache_read", "cache_write"):
-                    setattr(totals, name, getattr(totals, name) + getattr(r, name))
-                if r.cost_usd is not None:
-                    totals.cost_usd = (totals.cost_usd or 0.0) + r.cost_usd
-                key = f"{r.provider}:{r.model}"
-                row = totals.by_model.setdefault(
-                    key, {"turns": 0, "input": 0, "output": 0, "cost_usd": None}
-                )
-                row["turns"] += 1
-                row["input"] += r.input
-                row["output"] += r.output
-                if r.cost_usd is not None:
-                    row["cost_usd"] = (row["cost_usd"] or 0.0) + r.cost_usd
+                totals.add(r)
         return totals
 
     # -- artifacts --------------------------------------------------------------------
@@ -814,6 +828,15 @@ class Catalog:
                 sa.select(table).where(table.c.session_id == session_id, table.c.name == name)
             ).first()
         return dict(row._mapping) if row else None
+
+    def artifact_names(self, session_id: str, since: float | None) -> list[str]:
+        """Names of the session's artifacts (written since a time), oldest first."""
+        table = schema.artifacts
+        query = sa.select(table.c.name).where(table.c.session_id == session_id)
+        if since is not None:
+            query = query.where(table.c.ts >= since)
+        with self._reads.connect() as conn:
+            return [row[0] for row in conn.execute(query.order_by(table.c.ts))]
 
     def artifacts_of(self, session_ids: Iterable[str]) -> list[dict[str, Any]]:
         """Artifacts of these sessions, oldest first."""

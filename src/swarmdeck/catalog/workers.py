@@ -11,6 +11,7 @@ import sqlalchemy as sa
 
 from swarmdeck.catalog import schema
 from swarmdeck.catalog.liveness import WorkerRow, process_start_time
+from swarmdeck.catalog.records import SessionRecord
 from swarmdeck.config import LEASE_SECONDS
 
 # A taken-over executor is looked at again for this long: a worker that was only paused
@@ -102,6 +103,17 @@ class WorkerRegistry:
     def is_alive(self, row: WorkerRow) -> bool:
         """Whether this executor runs now (its lease holds; on this host, its pid runs)."""
         return row.alive(time.time(), self.hostname, self.lease_s)
+
+    def orphaned(self, records: list[SessionRecord]) -> set[str]:
+        """Of these sessions, those whose executor died (or stopped) and that nobody has
+        taken over yet: no live process runs them now."""
+        rows = {w.executor_id: w for w in self.rows()}
+        found = set()
+        for r in records:
+            row = rows.get(r.executor or "")
+            if not r.terminal and row is not None and not self.is_alive(row):
+                found.add(r.id)
+        return found
 
     def crashed(self) -> list[str]:
         """Executors that died without a clean exit and whose work nobody took over yet."""

@@ -18,23 +18,44 @@ app = typer.Typer(
 )
 
 
-def _register() -> None:
-    # Command modules register themselves on import; kept here so `app` has them all.
-    from swarmdeck.cli import (  # noqa: F401
-        artifacts,
-        demo,
-        dispatch,
-        fake_llm,
-        init,
-        keys,
-        maintain,
-        providers,
-        run,
-        sessions,
-        status,
-        usage,
-        worker,
-    )
+# The module that registers each command: a command needs only its own module imported,
+# and a planner's `dispatch` should not wait for the others (the fleet path's start-up
+# must stay well under a second).
+COMMAND_MODULES = {
+    "artifacts": "artifacts",
+    "demo": "demo",
+    "dispatch": "dispatch",
+    "fanout": "dispatch",
+    "template": "dispatch",
+    "fake-llm": "fake_llm",
+    "init": "init",
+    "key": "keys",
+    "maintain": "maintain",
+    "provider": "providers",
+    "run": "run",
+    "sessions": "sessions",
+    "status": "status",
+    "usage": "usage",
+    "worker": "worker",
+    "workers": "workers",
+}
+
+
+@app.callback()
+def _group() -> None:
+    # A callback keeps `swarmdeck NAME` a group even when only NAME's module is registered.
+    pass
+
+
+def _register(argv: list[str]) -> None:
+    """Import the module of the command named on the command line (all of them for the
+    top-level help or an unknown name); command modules register themselves on import."""
+    import importlib
+
+    name = next((a for a in argv if not a.startswith("-")), None)
+    modules = [COMMAND_MODULES[name]] if name in COMMAND_MODULES else COMMAND_MODULES.values()
+    for module in dict.fromkeys(modules):
+        importlib.import_module(f"swarmdeck.cli.{module}")
 
 
 def _fail(message: str, code: int) -> None:
@@ -46,7 +67,7 @@ def main() -> None:
     """Entry point: run the app; turn every error into one line and an exit code."""
     from typer._click import exceptions as click_errors
 
-    _register()
+    _register(sys.argv[1:])
     try:
         code = app(standalone_mode=False)
     except typer.Exit as exc:

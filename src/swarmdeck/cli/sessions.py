@@ -24,7 +24,10 @@ if TYPE_CHECKING:
 sessions_app = typer.Typer(help="List, inspect, follow and resume sessions.", no_args_is_help=True)
 app.add_typer(sessions_app, name="sessions")
 
+# Shown for a live session whose worker died and that no one has taken over yet.
+ORPHANED = "orphaned"
 STATUS_STYLE = {
+    ORPHANED: "bold red",
     "completed": "green",
     "failed": "red",
     "cancelled": "dim",
@@ -64,9 +67,16 @@ def ls(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON array on stdout.")] = False,
 ) -> None:
     """List sessions, newest first."""
-    rows = open_catalog().list_sessions(status=status, limit=limit)
+    catalog = open_catalog()
+    if status == ORPHANED:  # derived: the live sessions nobody runs
+        rows = [s for s in catalog.list_sessions(limit=100_000) if not s.terminal]
+        orphaned = _orphaned(catalog, rows)
+        rows = [s for s in rows if s.id in orphaned][:limit]
+    else:
+        rows = catalog.list_sessions(status=status, limit=limit)
+        orphaned = _orphaned(catalog, rows)
     if as_json:
-        print(json.dumps([_summary(s) for s in rows]))
+        print(json.dumps([_summary(s, s.id in orphaned) for s in rows]))
         return
     if not rows:
         Console(stderr=True).print("no sessions yet — try `swarmdeck demo`")
@@ -75,10 +85,11 @@ def ls(
     for col in ("id", "status", "mode", "model", "parent", "created", "task"):
         table.add_column(col)
     for s in rows:
-        style = STATUS_STYLE.get(s.status, "")
+        shown = ORPHANED if s.id in orphaned else s.status
+        style = STATUS_STYLE.get(shown, "")
         table.add_row(
             s.id,
-            f"[{style}]{s.status}[/]" if style else s.status,
+            f"[{style}]{shown}[/]" if style else shown,
             s.mode,
             s.model,
             s.parent_id or "",
@@ -88,11 +99,21 @@ def ls(
     Console().print(table)
 
 
-def _summary(s: SessionRecord) -> dict[str, object]:
+def _orphaned(catalog: Catalog, rows: list[SessionRecord]) -> set[str]:
+    """The sessions whose worker died and that no one has taken over yet."""
+    from swarmdeck.catalog.workers import WorkerRegistry
+
+    settings = load_settings()
+    registry = WorkerRegistry(catalog.engine, settings.hostname, settings.lease_seconds)
+    return registry.orphaned([r for r in rows if not r.terminal])
+
+
+def _summary(s: SessionRecord, orphaned: bool = False) -> dict[str, object]:
     return {
         "id": s.id,
         "parent_id": s.parent_id,
-        "status": s.status,
+        # Derived, never stored: the stored status is what the session last did.
+        "status": ORPHANED if orphaned else s.status,
         "mode": s.mode,
         "model": s.model,
         "workdir": s.workdir,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from typing import Annotated, Any
 
 import typer
@@ -24,8 +23,8 @@ def _store_label(url: str) -> dict[str, str]:
 
 def collect_status() -> dict[str, Any]:
     """Everything `status` reports, as plain data."""
-    from swarmdeck.catalog.workers import WorkerRegistry
     from swarmdeck.cli.sessions import open_catalog
+    from swarmdeck.cli.workers import fleet_status
     from swarmdeck.models.registry import ProviderRegistry
     from swarmdeck.secrets.store import CredentialStore
     from swarmdeck.tools.sandbox import detect_sandbox
@@ -45,16 +44,7 @@ def collect_status() -> dict[str, Any]:
     ]
     sandbox = detect_sandbox()
     catalog = open_catalog()
-    now = time.time()
-    workers = [
-        {
-            "executor_id": w.executor_id,
-            "hostname": w.hostname,
-            "pid": w.pid,
-            "heartbeat_age_s": round(now - w.heartbeat_at, 1),
-        }
-        for w in WorkerRegistry(catalog.engine).alive()
-    ]
+    fleet = fleet_status()
     counts: dict[str, int] = {}
     for s in catalog.list_sessions(limit=100_000):
         counts[s.status] = counts.get(s.status, 0) + 1
@@ -68,7 +58,8 @@ def collect_status() -> dict[str, Any]:
             "reason": sandbox.reason,
             "version": sandbox.version,
         },
-        "workers": workers,
+        "workers": fleet["workers"],
+        "fleet": fleet,
         "sessions": counts,
     }
 
@@ -98,6 +89,9 @@ def status(
     if missing:
         console.print(f"providers without a key: {', '.join(missing)}  (swarmdeck key set NAME)")
     console.print(f"workers alive: {len(doc['workers'])}")
+    from swarmdeck.cli.workers import print_fleet
+
+    print_fleet(console, doc["fleet"])
     if doc["sessions"]:
         console.print(
             "sessions: " + ", ".join(f"{k} {v}" for k, v in sorted(doc["sessions"].items()))

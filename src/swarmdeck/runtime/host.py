@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from swarmdeck.catalog.ids import new_session_id
 from swarmdeck.catalog.liveness import WorkerRow
 from swarmdeck.catalog.records import EventRecord, SessionRecord
 from swarmdeck.catalog.workers import WorkerRegistry
@@ -23,11 +23,6 @@ from swarmdeck.tools.base import Tool
 from swarmdeck.workspace.rundir import RunDir
 
 FOLLOW_POLL_SECONDS = 0.05
-
-
-def new_session_id() -> str:
-    """A short, time-sortable, unguessable id."""
-    return f"{int(time.time() * 1000):011x}{secrets.token_hex(3)}"
 
 
 def default_tools() -> list[Tool]:
