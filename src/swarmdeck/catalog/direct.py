@@ -101,6 +101,18 @@ class DirectCatalog:
                 for text, params in statements:
                     conn.execute(self._sql(text), params)
 
+    def has_catalog(self) -> bool:
+        """True once the store holds the catalog's tables (a store no swarmdeck process
+        opened yet has none)."""
+        try:
+            self._rows("SELECT id FROM sd_sessions LIMIT 1", {})
+        except Exception as exc:
+            if _missing_table(exc):
+                self.close()
+                return False
+            raise
+        return True
+
     # -- the fleet ---------------------------------------------------------------------
 
     def fleet_workers(self, hostname: str, lease_s: float) -> list[WorkerRow]:

@@ -17,7 +17,6 @@ from swarmdeck.catalog.records import EventRecord
 from swarmdeck.config import Settings
 from swarmdeck.dispatch.drivers import LocalDriver, NewSession, Source, fleet_driver
 from swarmdeck.dispatch.plan import WORKTREES_DIR, Plan
-from swarmdeck.errors import UsageError
 from swarmdeck.workspace.rundir import RunDir
 
 if TYPE_CHECKING:
@@ -182,11 +181,13 @@ class Runner:
         worker takes it as soon as one serves the store."""
         plan = self.plan
         driver = fleet_driver(plan.settings, plan.redactor.redact, require_workers=False)
-        if driver is None:
-            raise UsageError(
-                "no store yet: nothing can serve a detached session",
-                "start a worker first: `swarmdeck worker`",
-            )
+        if driver is None or not driver.direct.has_catalog():
+            # A fresh store: make the catalog the workers will serve.
+            from swarmdeck.catalog.catalog import Catalog
+
+            Catalog.open(plan.settings.store_url).engine.dispose()
+            driver = fleet_driver(plan.settings, plan.redactor.redact, require_workers=False)
+            assert driver is not None
         try:
             workdir, session_id = plan.workdir, new_session_id()
             if plan.opts.worktree:
