@@ -140,6 +140,7 @@ class Swarm:
         return self
 
     async def __aexit__(self, *_exc: object) -> None:
+        await self.host.services.close_models()
         self.close()
 
     def close(self) -> None:

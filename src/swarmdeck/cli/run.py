@@ -165,6 +165,7 @@ def _run_short(
                 return await follow_to_end(host, record.id, quiet)
             return await run_and_follow(host, record.id, quiet)
         finally:
+            await host.services.close_models()
             host.shutdown()
 
     outcome = asyncio.run(go())

@@ -208,6 +208,7 @@ def resume(
             outcome = await run_and_follow(host, sid)
             return outcome.get("status", "failed")
         finally:
+            await host.services.close_models()
             host.shutdown()
 
     status = asyncio.run(go())

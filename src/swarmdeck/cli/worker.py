@@ -100,6 +100,7 @@ async def _serve(host: Host, engine: Engine, console: Console, once: bool, max_s
     finally:
         if listener is not None:
             listener.set()
+        await host.services.close_models()
 
 
 def _lease_lost(engine: Engine, console: Console, once: bool) -> None:

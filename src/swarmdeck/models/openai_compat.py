@@ -23,6 +23,7 @@ from swarmdeck.models.retry import (
     emit,
     http_timeout,
     load_key,
+    pooled_client_factory,
     scrub,
 )
 from swarmdeck.models.types import Completion, DeltaCallback, Message, ToolCall, ToolSpec, Usage
@@ -50,7 +51,7 @@ class OpenAICompatModel:
         self.model_name = model_name
         self._key_loader = key_loader
         self._limiter = limiter
-        self._http = SharedHttpClient(http_client, openai.DefaultAsyncHttpxClient)
+        self._http = SharedHttpClient(http_client, pooled_client_factory(openai))
 
     async def complete(
         self,
@@ -139,7 +140,9 @@ class OpenAICompatModel:
             return errors.classify(
                 exc.status_code, exc.body, exc.response.headers, provider=config.key
             )
-        if isinstance(exc, openai.APITimeoutError):
+        # A connection that never opened is no slow model (the aiohttp transport reports
+        # a refused connection as a connect timeout): it is unreachable.
+        if isinstance(exc, openai.APITimeoutError) and not errors.never_connected(exc):
             return errors.timed_out(config.key, config.base_url, config.timeout_s)
         if isinstance(exc, openai.APIConnectionError):
             return errors.unreachable(config.key, config.base_url, _cause_text(exc))

@@ -101,6 +101,17 @@ class Services:
             tools=ToolRegistry(tools),
         )
 
+    async def close_models(self) -> None:
+        """Close the adapters' connection pools (on the loop that opened them), so none is
+        reported unclosed when the process ends."""
+        for model in self._models.values():
+            aclose = getattr(model, "aclose", None)
+            if aclose is not None:
+                try:
+                    await aclose()
+                except Exception:  # closing is best effort: the process is ending anyway
+                    continue
+
     def provider_for(self, model_ref: str) -> tuple[ProviderConfig, str]:
         """Resolve `provider:model` to its fixed provider config and model name."""
         return self.providers.resolve(model_ref)
