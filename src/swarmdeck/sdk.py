@@ -112,8 +112,7 @@ class Swarm:
     one serves the store, else run in this process.
 
     Sessions go to the fleet only when they need nothing this process alone has: with your
-    own `tools`, or `local=True`, they run here. A Swarm also takes its share of the store's
-    queue while it is open, as a worker does (so `recover` can run what dead workers left).
+    own `tools`, or `local=True`, they run here.
     """
 
     def __init__(
@@ -132,7 +131,7 @@ class Swarm:
 
         # A worker has the built-in tools only: a session offered others must run here.
         self.local = local or bool(tools)
-        self.host = Host(load_settings(), [*default_tools(), *(tools or [])], serve_queue=True)
+        self.host = Host(load_settings(), [*default_tools(), *(tools or [])])
         self.host.services.result_validators.update(VALIDATORS)
         self.host.launch()
 

@@ -4,6 +4,7 @@ path and the in-process path print the same lines."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import signal
@@ -207,3 +208,27 @@ def test_a_hand_over_no_live_worker_takes_runs_here(
     assert verdict["verdict"] == "completed"
     record = open_catalog().get_session(verdict["session_id"])
     assert record.executor != worker.executor_id and record.epoch == 1
+
+
+async def test_the_sdk_hands_sessions_to_the_fleet_unless_they_need_its_own_tools(
+    store: Store, sd_home: Path, workdir: Path, fake_llm, fleet: Fleet
+) -> None:
+    from swarmdeck import Swarm, tool
+
+    @tool(effect="read")
+    def shout(text: str) -> str:
+        """Say it louder."""
+        return text.upper()
+
+    write_provider(sd_home, "fake", fake_llm.openai_base_url)
+    fake_llm.set_script(Scripted({"greet": Agent([text("hello")])}))
+    worker = await asyncio.to_thread(fleet.start, "host-a")
+    async with Swarm() as swarm:
+        session = await swarm.start("greet", "fake", workdir=workdir)
+        assert (await session.result(timeout=60)).text == "hello"
+        assert swarm.host.catalog.get_session(session.id).executor == worker.executor_id
+    async with Swarm(tools=[shout]) as swarm:
+        session = await swarm.start("greet", "fake", workdir=workdir)
+        assert (await session.result(timeout=60)).text == "hello"
+        record = swarm.host.catalog.get_session(session.id)
+        assert record.executor == swarm.host.engine.executor_id  # run here: it has `shout`

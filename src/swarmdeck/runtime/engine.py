@@ -32,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from dbos import DBOS, DBOSClient, DBOSConfig, SetWorkflowID
+from dbos._utils import INTERNAL_QUEUE_NAME
 
 from swarmdeck import __version__
 from swarmdeck.catalog.workers import WorkerRegistry
@@ -256,30 +257,33 @@ class Engine:
         return claimed
 
     def requeue_work_of(self, executors: list[str]) -> int:
-        """Put these dead executors' unfinished workflows back on the fleet's queue, and
-        enqueue the sessions they were to start; idempotent. Returns how many moved."""
+        """Put these dead executors' unfinished workflows back on a queue, and enqueue the
+        sessions they were to start; idempotent. Returns how many moved.
+
+        A process serving the fleet's queue puts them there; one that does not (the SDK
+        taking over in a script) on DBOS's own queue, which every engine polls, itself too.
+        (A workflow that came from a queue goes back to that queue either way.)"""
         dbos = _dbos()
+        queue = SESSIONS_QUEUE if self.serve_queue else INTERNAL_QUEUE_NAME
         moved = 0
         for executor in executors:
             for pending in dbos._sys_db.get_pending_workflows(executor, APP_VERSION):
                 # Only a row still PENDING under the dead executor moves: a duplicate
                 # request, or one racing a live worker that took it, changes nothing.
-                moved += dbos._sys_db.reenqueue_for_recovery(
-                    pending.workflow_id, [executor], SESSIONS_QUEUE
-                )
+                moved += dbos._sys_db.reenqueue_for_recovery(pending.workflow_id, [executor], queue)
         for record in self.services.catalog.pending_of(executors):
             # Killed between writing the session and starting it: nobody else will.
-            if self._enqueue_sync(record.id, record.generation):
+            if self._enqueue_sync(record.id, record.generation, queue):
                 moved += 1
         return moved
 
-    def _enqueue_sync(self, session_id: str, generation: int) -> bool:
+    def _enqueue_sync(self, session_id: str, generation: int, queue: str = SESSIONS_QUEUE) -> bool:
         """Enqueue the generation's workflow unless one exists; True when it was enqueued."""
         wf = workflow_id(session_id, generation)
         if DBOS.get_workflow_status(wf) is not None:
             return False
         with SetWorkflowID(wf):
-            DBOS.enqueue_workflow(SESSIONS_QUEUE, session_workflow, session_id, generation)
+            DBOS.enqueue_workflow(queue, session_workflow, session_id, generation)
         return True
 
     def take_handovers(self, limit: int = 100) -> list[str]:
