@@ -214,7 +214,9 @@ class Engine:
                     worker_concurrency=settings.worker_concurrency,
                     global_concurrency=settings.queue_concurrency,
                     polling_interval_sec=settings.queue_poll_seconds,
-                    on_conflict="always_update",
+                    # The queue's limits are the store's: the last worker to start sets
+                    # them; a process that only lends a hand keeps what the fleet set.
+                    on_conflict="always_update" if self.role == "worker" else "never_update",
                 ).result()
         # Slots a crashed worker held (mid-call, or kept between calls) are free again now,
         # whether or not this process takes over its sessions.
