@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from swarmdeck.runtime.host import Host, SessionRequest
 from swarmdeck.testing.script import FakeRequest, Reply
@@ -232,3 +233,32 @@ async def test_the_sdk_hands_sessions_to_the_fleet_unless_they_need_its_own_tool
         assert (await session.result(timeout=60)).text == "hello"
         record = swarm.host.catalog.get_session(session.id)
         assert record.executor == swarm.host.engine.executor_id  # run here: it has `shout`
+
+
+def test_a_timeout_on_the_fleet_path_stops_the_session_on_its_worker(
+    store: Store, sd_home: Path, workdir: Path, fake_llm, fleet: Fleet
+) -> None:
+    write_provider(sd_home, "fake", fake_llm.openai_base_url)
+    fake_llm.set_script(Scripted({"what does main return": Agent([Reply(text="late", delay=60)])}))
+    worker = fleet.start("host-a")
+    res = run_cli(
+        sd_home, "dispatch", "--provider", "fake", "--mode", "explore", "--workdir",
+        str(workdir), "--task", "what does main return?", "--timeout", "3", timeout=120,
+    )  # fmt: skip
+    assert res.code == 3, res.stderr
+    verdict = json.loads(res.stdout.splitlines()[1])
+    assert (verdict["verdict"], verdict["timed_out"]) == ("error", True)
+    catalog = open_catalog()
+    record = catalog.get_session(verdict["session_id"])
+    assert record.status == "cancelled" and record.executor == worker.executor_id
+    # Its worker stops the workflow (it was waiting on the model): nothing runs it.
+    table = "dbos.workflow_status" if store.is_postgres else "workflow_status"
+
+    def workflow_status() -> str:
+        with catalog.engine.connect() as conn:
+            return conn.execute(
+                sa.text(f"SELECT status FROM {table} WHERE workflow_uuid = :wf"),
+                {"wf": record.id},
+            ).scalar_one()
+
+    wait_for(lambda: workflow_status() == "CANCELLED", what="the worker to stop the workflow")

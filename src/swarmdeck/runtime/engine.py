@@ -160,7 +160,7 @@ class Engine:
     run does not, so it never picks up work that would outlive it.
     """
 
-    def __init__(self, services: Services, role: str = "local", serve_queue: bool = False):
+    def __init__(self, services: Services, role: str = "local", serve_queue: bool = False) -> None:
         assert role in ROLES, role
         settings = services.settings
         self.services = services
