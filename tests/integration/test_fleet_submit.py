@@ -1,6 +1,10 @@
 """Submitting work to the fleet: a session handed over while workers serve the store runs on
 exactly one of them; a burst spreads over all of them within their concurrency; the fleet
-path and the in-process path print the same lines."""
+path and the in-process path print the same lines.
+
+Scheduling and stopping run on both stores; the tests of what a path prints, on SQLite
+only (the `store` fixture doubles a test, and each starts worker processes).
+"""
 
 from __future__ import annotations
 
@@ -128,7 +132,7 @@ def _normalized(stdout: str, ids: list[str]) -> str:
 
 @pytest.mark.parametrize("command", ["dispatch", "run"])
 def test_the_fleet_path_and_the_local_path_print_the_same(
-    store: Store, sd_home: Path, workdir: Path, fake_llm, fleet: Fleet, command: str
+    sd_home: Path, workdir: Path, fake_llm, fleet: Fleet, command: str
 ) -> None:
     write_provider(sd_home, "fake", fake_llm.openai_base_url)
     fake_llm.set_script(explore_script())
@@ -151,7 +155,7 @@ def test_the_fleet_path_and_the_local_path_print_the_same(
 
 
 def test_the_short_form_of_run_prints_the_same_on_both_paths(
-    store: Store, sd_home: Path, workdir: Path, fake_llm, fleet: Fleet
+    sd_home: Path, workdir: Path, fake_llm, fleet: Fleet
 ) -> None:
     write_provider(sd_home, "fake", fake_llm.openai_base_url)
     fake_llm.set_script(
@@ -166,7 +170,7 @@ def test_the_short_form_of_run_prints_the_same_on_both_paths(
 
 
 def test_detach_hands_the_session_over_and_a_worker_runs_it(
-    store: Store, sd_home: Path, workdir: Path, fake_llm, fleet: Fleet
+    sd_home: Path, workdir: Path, fake_llm, fleet: Fleet
 ) -> None:
     write_provider(sd_home, "fake", fake_llm.openai_base_url)
     fake_llm.set_script(explore_script())
@@ -189,7 +193,7 @@ def test_detach_hands_the_session_over_and_a_worker_runs_it(
 
 
 def test_a_hand_over_no_live_worker_takes_runs_here(
-    store: Store, sd_home: Path, workdir: Path, fake_llm, fleet: Fleet
+    sd_home: Path, workdir: Path, fake_llm, fleet: Fleet
 ) -> None:
     # The only worker is frozen: it looks alive when dispatch hands over, and its lease
     # lapses before it takes anything. Dispatch takes the session back and runs it itself.
@@ -212,7 +216,7 @@ def test_a_hand_over_no_live_worker_takes_runs_here(
 
 
 async def test_the_sdk_hands_sessions_to_the_fleet_unless_they_need_its_own_tools(
-    store: Store, sd_home: Path, workdir: Path, fake_llm, fleet: Fleet
+    sd_home: Path, workdir: Path, fake_llm, fleet: Fleet
 ) -> None:
     from swarmdeck import Swarm, tool
 

@@ -32,7 +32,7 @@ pytestmark = pytest.mark.fleet
 
 
 def test_workers_lists_the_fleet_its_sessions_and_the_queue(
-    store: Store, sd_home: Path, workdir: Path, fake_llm, fleet: Fleet
+    sd_home: Path, workdir: Path, fake_llm, fleet: Fleet
 ) -> None:
     write_provider(sd_home, "fake", fake_llm.openai_base_url)
     fake_llm.set_script(Scripted({"chat": Agent([text("ready")], rest="ok")}))
@@ -95,9 +95,7 @@ def test_a_session_whose_worker_died_shows_orphaned_until_taken_over(
     assert [s["status"] for s in listed if s["id"] == sid] == ["idle"]
 
 
-def test_processes_keeps_n_workers_restarts_the_dead_and_scales(
-    store: Store, sd_home: Path
-) -> None:
+def test_processes_keeps_n_workers_restarts_the_dead_and_scales(sd_home: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "swarmdeck", "worker", "--processes", "2"],
         env=cli_env(sd_home),
