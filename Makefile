@@ -11,7 +11,10 @@ $(BIN)/swarmdeck: pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(BIN)/swarmdeck
 
+# bubblewrap sandboxes shell tools; without it (and without Landlock) read-only modes get
+# no shell and code mode refuses it (see README, Security).
 demo: $(BIN)/swarmdeck
+	bash scripts/test-deps --sandbox
 	$(BIN)/swarmdeck demo
 
 # Tests need bubblewrap for the sandbox tests and PostgreSQL binaries for the

@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,8 +16,6 @@ import yaml
 
 from tests import pgcluster
 from tests.pgcluster import PgCluster
-
-pytest_plugins = ["swarmdeck.testing.pytest_plugin"]
 
 STORE_ENV = "SWARMDECK_STORE"
 # Set to 1 (as CI may) to fail instead of skip when no PostgreSQL cluster can be started.
@@ -27,7 +26,7 @@ REQUIRE_PG_ENV = "SWARMDECK_REQUIRE_PG"
 def sd_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh SWARMDECK_HOME for this test, on SQLite unless the `store` fixture says otherwise."""
     home = tmp_path / "home"
-    home.mkdir()
+    home.mkdir(mode=0o700)  # as swarmdeck makes it (a looser one is tightened with a note)
     monkeypatch.setenv("SWARMDECK_HOME", str(home))
     monkeypatch.delenv(STORE_ENV, raising=False)
     return home
@@ -138,17 +137,33 @@ def cli_env(home: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def run_cli(home: Path, *args: str, timeout: float = 60, **env: str) -> CliResult:
-    """Run `python -m swarmdeck ARGS` as a real process."""
+def run_cli(
+    home: Path,
+    *args: str,
+    timeout: float = 60,
+    stdin_text: str | None = None,
+    wrapper: tuple[str, ...] = (),
+    **env: str,
+) -> CliResult:
+    """Run `python -m swarmdeck ARGS` as a real process (stdin empty unless `stdin_text`;
+    `wrapper` runs it under another command, such as bwrap)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "swarmdeck", *args],
+        [*wrapper, sys.executable, "-m", "swarmdeck", *args],
         env=cli_env(home, **env),
         capture_output=True,
         text=True,
         timeout=timeout,
-        stdin=subprocess.DEVNULL,
+        input=stdin_text,
+        stdin=subprocess.DEVNULL if stdin_text is None else None,
     )
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+def in_parallel(calls: dict[str, Callable[[], CliResult]]) -> dict[str, CliResult]:
+    """Run independent CLI calls at once (each is a process; the GIL is not in the way)."""
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        futures = {name: pool.submit(fn) for name, fn in calls.items()}
+        return {name: f.result() for name, f in futures.items()}
 
 
 @pytest.fixture

@@ -1,4 +1,11 @@
-"""Settings: the home dir, the store URL, and runtime defaults."""
+"""Settings: the home dir, the store URL, and runtime defaults.
+
+The user may write `<home>/settings.yaml`; today it holds one setting:
+
+```yaml
+sandbox: off   # accept shell tools without a sandbox where none works (write modes only)
+```
+"""
 
 from __future__ import annotations
 
@@ -6,6 +13,10 @@ import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from swarmdeck.errors import ConfigError
+from swarmdeck.filemodes import private_home
 
 HOME_ENV = "SWARMDECK_HOME"
 STORE_ENV = "SWARMDECK_STORE"
@@ -15,6 +26,13 @@ HOSTNAME_ENV = "SWARMDECK_HOSTNAME"
 LEASE_ENV = "SWARMDECK_LEASE_SECONDS"
 WORKER_CONCURRENCY_ENV = "SWARMDECK_WORKER_CONCURRENCY"
 LEASE_SECONDS = 3.0
+SETTINGS_FILE = "settings.yaml"
+SANDBOX_VALUES = {"auto": False, "off": True}
+# The setting that enables the system agents without `swarmdeck system start`: the model
+# they run on (never a default: the user names it).
+SYSTEM_MODEL_ENV = "SWARMDECK_SYSTEM_MODEL"
+# The least age (minutes) of an ended session or run that maintenance may remove.
+GRACE_ENV = "SWARMDECK_CLEANUP_GRACE_MINUTES"
 
 
 def home_dir() -> Path:
@@ -48,6 +66,12 @@ class Settings:
     rollover_iterations: int = 200
     artifact_max_bytes: int = 1_000_000
     retry_after_cap_seconds: float = 60.0
+    # The user accepts shell tools without a sandbox (settings.yaml `sandbox: off`).
+    no_sandbox: bool = False
+    # The least time a session must have ended before maintenance tools may remove it or its
+    # transcript, whatever a model asks for.
+    cleanup_grace_minutes: float = 5.0
+    system_model: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -75,11 +99,35 @@ class Settings:
         """Artifact files; the catalog keeps their metadata."""
         return self.home / "artifacts"
 
+    @property
+    def worktrees_dir(self) -> Path:
+        """Git worktrees that code runs made."""
+        return self.home / "worktrees"
+
+    @property
+    def system_dir(self) -> Path:
+        """The workdir of the system agents."""
+        return self.home / "system"
+
+
+def ensure_home(home: Path) -> Path:
+    """The home dir, created (0700) on first use and tightened when others may enter it;
+    StoreError when it cannot be one."""
+    from swarmdeck.errors import StoreError
+
+    hint = f"set {HOME_ENV} to a writable directory"
+    if home.exists() and not home.is_dir():
+        raise StoreError(f"the swarmdeck home {home} is not a directory", hint)
+    try:
+        private_home(home)
+    except OSError as exc:
+        raise StoreError(f"cannot create the swarmdeck home {home}: {exc.strerror}", hint) from None
+    return home
+
 
 def load_settings() -> Settings:
-    """Settings from the environment; the home dir is created on first use."""
-    home = home_dir()
-    home.mkdir(parents=True, exist_ok=True)
+    """Settings from the environment and settings.yaml; the home is created on first use."""
+    home = ensure_home(home_dir())
     store = os.environ.get(STORE_ENV) or f"sqlite:///{home / 'swarmdeck.sqlite'}"
     fleet: dict[str, object] = {}
     if os.environ.get(HOSTNAME_ENV):
@@ -89,7 +137,14 @@ def load_settings() -> Settings:
         fleet["heartbeat_seconds"] = min(1.0, float(fleet["lease_seconds"]) / 3)
     if os.environ.get(WORKER_CONCURRENCY_ENV):
         fleet["worker_concurrency"] = int(_positive(WORKER_CONCURRENCY_ENV, int))
-    return Settings(home=home, store_url=store, **fleet)  # type: ignore[arg-type]
+    return Settings(
+        home=home,
+        store_url=store,
+        no_sandbox=sandbox_opted_out(home),
+        system_model=os.environ.get(SYSTEM_MODEL_ENV) or None,
+        cleanup_grace_minutes=_minutes(os.environ.get(GRACE_ENV), Settings.cleanup_grace_minutes),
+        **fleet,  # type: ignore[arg-type]
+    )
 
 
 def _positive(name: str, kind: type[float] | type[int]) -> float:
@@ -103,4 +158,46 @@ def _positive(name: str, kind: type[float] | type[int]) -> float:
         value = 0
     if value <= 0:
         raise UsageError(f"{name}={raw!r} is not a positive number", f"unset {name} or fix it")
+    return value
+
+
+def _user_settings(home: Path) -> dict[str, Any]:
+    path = home / SETTINGS_FILE
+    if not path.is_file():
+        return {}
+    import yaml  # only when there is a file: the fleet path's start-up is counted
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: {' '.join(str(exc).split())[:200]}", "fix the file") from None
+    if not isinstance(data, dict) or set(data) - {"sandbox"}:
+        raise ConfigError(f"{path}: the only setting is `sandbox: auto|off`", "fix the file")
+    return data
+
+
+def sandbox_opted_out(home: Path | None = None) -> bool:
+    """True when `<home>/settings.yaml` says `sandbox: off` (YAML reads a bare off as false)."""
+    value = _user_settings(home or home_dir()).get("sandbox", "auto")
+    value = "off" if value is False else str(value).lower()
+    if value not in SANDBOX_VALUES:
+        raise ConfigError(
+            f"{(home or home_dir()) / SETTINGS_FILE}: sandbox is {value!r}",
+            "use `sandbox: auto` or `sandbox: off`",
+        )
+    return SANDBOX_VALUES[value]
+
+
+def _minutes(raw: str | None, default: float) -> float:
+    """A setting in minutes; ConfigError names it when it is not a number."""
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if value < 0:
+        from swarmdeck.errors import ConfigError
+
+        raise ConfigError(f"{GRACE_ENV} must be a number of minutes, not {raw!r}")
     return value

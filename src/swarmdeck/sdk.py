@@ -11,6 +11,7 @@ from typing import Any
 
 from swarmdeck.catalog.records import EventRecord
 from swarmdeck.config import HOME_ENV, STORE_ENV, load_settings
+from swarmdeck.errors import UsageError
 from swarmdeck.runtime.host import Host, SessionRequest, default_tools
 from swarmdeck.tools.base import Tool
 
@@ -28,6 +29,9 @@ class AgentSpec:
     max_turns: int = 50
     budget: dict[str, float] = field(default_factory=dict)
     persistent: bool = False
+    # A named agent (an .agent.md of a plugin tier): its prompt, tools, skills and first
+    # message; the fields above still set the model, mode and limits.
+    agent: str | None = None
     # Further session options: rollover_iterations, max_children, max_depth... The typed
     # fields above win over the same keys here.
     options: dict[str, Any] = field(default_factory=dict)
@@ -120,9 +124,13 @@ class Swarm:
         store: str | None = None,
         home: str | Path | None = None,
         tools: list[Tool] | None = None,
+        plugins: list[str | Path] | None = None,
         *,
         local: bool = False,
     ) -> None:
+        # Plugin folders after every tier (the last wins on a name); kept with each session
+        # started here, so any worker that takes one over sees the same agents and skills.
+        self.plugins = [str(Path(p).resolve()) for p in plugins or []]
         if home is not None:
             os.environ[HOME_ENV] = str(home)
         if store is not None:
@@ -155,13 +163,14 @@ class Swarm:
 
     async def start(
         self,
-        task: str,
+        task: str | None,
         agent: AgentSpec | str,
         *,
         workdir: str | Path = ".",
         title: str | None = None,
     ) -> Session:
-        """Start a session on a task; `agent` is an AgentSpec or just `provider:model`."""
+        """Start a session on a task; `agent` is an AgentSpec or just `provider:model`. A
+        named agent (AgentSpec.agent) may start without a task: its initialPrompt is used."""
         spec = AgentSpec(agent) if isinstance(agent, str) else agent
         options: dict[str, Any] = {
             **spec.options,
@@ -170,9 +179,14 @@ class Swarm:
         }
         if spec.budget:
             options["budget"] = spec.budget
-        fleet = not self.local and bool(await asyncio.to_thread(self.host.fleet_workers))
-        record = self.host.create_session(
-            SessionRequest(
+        if self.plugins:
+            options["plugins"] = self.plugins
+        if spec.agent is not None:
+            request = self._named(task, spec, Path(workdir), options)
+        elif task is None:
+            raise UsageError("start needs a task (or a named agent)", "pass the task text")
+        else:
+            request = SessionRequest(
                 task,
                 spec.model,
                 Path(workdir),
@@ -181,12 +195,38 @@ class Swarm:
                 system_message=spec.system_message,
                 tool_names=spec.tool_names,
                 options=options,
-            ),
-            fleet=fleet,
-        )
+            )
+        if title is not None:
+            request.title = title
+        fleet = not self.local and bool(await asyncio.to_thread(self.host.fleet_workers))
+        record = self.host.create_session(request, fleet=fleet)
         if not fleet:
             await self.host.start(record.id)
         return Session(self, record.id)
+
+    def _named(
+        self, task: str | None, spec: AgentSpec, workdir: Path, options: dict[str, Any]
+    ) -> SessionRequest:
+        """The session of a named agent of this swarm's plugins."""
+        from swarmdeck.runtime.agents import named_request
+
+        assert spec.agent is not None
+        found = self.host.services.plugins_for(str(workdir.resolve()), self.plugins)
+        definition = found.agent(spec.agent)
+        if definition is None:
+            known = ", ".join(sorted(found.agents)) or "none"
+            raise UsageError(f"no agent named {spec.agent} (known: {known})")
+        request = named_request(
+            definition,
+            found,
+            task=task,
+            model=spec.model,
+            workdir=workdir,
+            plugins=self.plugins,
+            options=options,
+        )
+        request.mode = spec.mode
+        return request
 
     def recover(self) -> list[str]:
         """Take over the unfinished sessions of workers (processes) that died; returns the

@@ -60,17 +60,19 @@ def test_wait_keeps_its_deadline_across_sigkill(
     waited = catalog.events(session.id, kinds=["tool_result"])[0]
     assert waited.payload["content"] == f"waited {WAIT:g} seconds (nap)"
 
-    # The sleep the restarted process recorded ends at the original deadline...
+    # The sleep the restarted process recorded ends at the original deadline... (The wait
+    # is a receive with a timeout, so a message can end it early: the engine records the
+    # timeout's end as the output of its sleep record.)
     table = "dbos.operation_outputs" if store.is_postgres else "operation_outputs"
     with catalog.engine.connect() as conn:
         recorded_at, deadline = conn.execute(
             sa.text(
-                f"SELECT started_at_epoch_ms, completed_at_epoch_ms FROM {table} "
+                f"SELECT started_at_epoch_ms, output FROM {table} "
                 "WHERE workflow_uuid = :wf AND function_name = 'DBOS.sleep'"
             ),
             {"wf": session.id},
         ).one()
-    recorded_at, deadline = recorded_at / 1000, deadline / 1000
+    recorded_at, deadline = recorded_at / 1000, float(deadline)
     assert recorded_at > began + 0.5, "recorded by the restarted process, after the kill"
     # (Milliseconds, truncated; the engine adds the duration to its own clock reading, a
     # thread hop after ours, so its deadline may trail the fixed one by that hop.)

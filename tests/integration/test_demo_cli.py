@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+from importlib.resources import files
 from pathlib import Path
+
+import yaml
 
 from tests.conftest import run_cli
 
@@ -15,6 +18,11 @@ def test_demo_runs_a_coordinated_session(sd_home: Path) -> None:
     assert "scripted" in out  # says plainly that the model is scripted
     assert "NOTES.md, written by the agent" in out
     assert "review-report.md" in out and "div has no test" in out
+    # The closing hint names the model a real run would use: the packaged default.
+    packaged = yaml.safe_load(
+        (files("swarmdeck.models") / "providers" / "openai.yaml").read_text(encoding="utf-8")
+    )
+    assert f"--model openai:{packaged['model']} --workdir ." in out
     sessions = json.loads(run_cli(sd_home, "sessions", "ls", "--json").stdout)
     assert len(sessions) == 4 and {s["status"] for s in sessions} == {"completed"}
     root = next(s for s in sessions if s["parent_id"] is None)

@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +20,13 @@ import pytest
 from swarmdeck.dispatch.modes import RESULT_EXAMPLES
 from swarmdeck.testing.fake_llm import FakeLLM
 from swarmdeck.testing.script import FakeRequest, Reply, ReplyToolCall, Script
-from tests.conftest import CliResult, cli_env, run_cli, write_provider
+from tests.conftest import CliResult, cli_env, in_parallel, run_cli, write_provider
 from tests.integration.test_dispatch_modes import invoke
 
 EXPLORE = RESULT_EXAMPLES["explore"][0]
 CODE = RESULT_EXAMPLES["code"][0]
+# A model that never calls a tool, and answers at length.
+PROSE = "main() returns 42, which is what the caller expects; nothing else to change. " * 4
 LOOK = {"text": "Looking.", "tool_calls": [{"name": "read_file", "arguments": {"path": "app.py"}}]}
 SCRIPT = Script.from_dict(
     {
@@ -36,6 +37,7 @@ SCRIPT = Script.from_dict(
                 "match": "FAIL",
                 "turns": [{"text": "never", "fault": {"status": 500}}],
             },
+            {"match": "PROSE", "turns": [{"text": PROSE}]},
             {
                 "turns": [
                     LOOK,
@@ -88,18 +90,12 @@ def lines(res: CliResult) -> list[dict[str, Any]]:
     return [json.loads(line) for line in res.stdout.splitlines()]
 
 
-def in_parallel(calls: dict[str, Any]) -> dict[str, CliResult]:
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        futures = {name: pool.submit(fn) for name, fn in calls.items()}
-        return {name: f.result() for name, f in futures.items()}
-
-
 def test_two_lines_then_the_files_they_name(sd_home: Path, workdir: Path, fake: FakeLLM) -> None:
     args = ["dispatch", "--provider", "fake", "--mode", "explore", "--workdir", str(workdir)]
     res = run_cli(sd_home, *args, "--task", "what does main return?", timeout=120)
     assert res.code == 0, res.stderr
     started, verdict = lines(res)
-    assert started["type"] == "swarmdeck.started" and started["schema_version"] == "1"
+    assert started["type"] == "swarmdeck.started" and started["schema_version"] == "2"
     assert {
         "run_id", "session_id", "provider", "model", "mode", "workdir", "timeout_s",
         "idle_timeout_s", "log_path", "events_path",
@@ -187,6 +183,28 @@ def test_every_usage_error_is_exit_2_with_one_error_line(
         assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr, name
         assert needle in res.stderr, (name, res.stderr)
     assert fake.requests == []  # nothing was sent to a model
+
+
+def test_a_long_answer_without_a_result_is_not_completed(
+    sd_home: Path, workdir: Path, fake: FakeLLM
+) -> None:
+    base = ["--provider", "fake", "--workdir", str(workdir), "--task", "PROSE please"]
+    results = in_parallel(
+        {
+            "dispatch": lambda: run_cli(sd_home, "dispatch", "--mode", "test", *base, timeout=120),
+            "run": lambda: run_cli(sd_home, "run", "--mode", "code", *base, timeout=120),
+        }
+    )
+    for name, res in results.items():
+        assert res.code == 3, (name, res.stderr)
+        v = lines(res)[-1]
+        assert (v["verdict"], v["parse_state"], v["result"], v["exit_code"]) == (
+            "unstructured",
+            "unavailable",
+            None,
+            3,
+        ), name
+        assert v["schema_version"] == "2" and Path(v["final_text_path"]).read_text() == PROSE
 
 
 def test_dry_run_calls_no_model(sd_home: Path, workdir: Path, fake: FakeLLM) -> None:
@@ -295,7 +313,7 @@ def test_small_commands(sd_home: Path, tmp_path: Path) -> None:
         "init": invoke(sd_home, "init", "claude", "--target", str(target)),
         "logs": invoke(sd_home, "maintain", "logs", "--older-than-days", "30"),
         "runs": invoke(sd_home, "maintain", "runs", "--older-than-days", "30", "--keep", "5"),
-        "worktrees": invoke(sd_home, "maintain", "worktrees", "list"),
+        "worktrees": invoke(sd_home, "maintain", "worktrees", "ls"),
     }
     assert results["template"].code == 0 and "<FILL: the files, diff" in results["template"].stdout
     assert results["bad template"].code == 2 and "unknown mode" in results["bad template"].stderr

@@ -100,6 +100,9 @@ INVALID: dict[str, tuple[dict[str, Any], str]] = {
 }
 RESUMED = {**VALID["code"], "files_changed": ["NOTES.md", "MORE.md"]}
 NONE_TEXT = "I had a look around and have nothing to report."
+# A model that never calls tools: a long, plausible answer, and no result.
+PROSE = "I looked at the project and made the change you asked for. " * 5
+PROSE_MODES = ("test", "code")
 
 
 def submit(result: dict[str, Any], text: str = "Submitting.") -> dict[str, Any]:
@@ -146,6 +149,7 @@ SCRIPT = {
             "turns": [submit(INVALID["explore"][0]) for _ in range(3)],
         }
     ]
+    + [{"match": f"CASE-{m}-prose", "turns": [{"text": PROSE}]} for m in PROSE_MODES]
 }
 
 
@@ -172,6 +176,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         write_provider(home, "fake", fake.openai_base_url)
         runs: dict[str, CliResult] = {}
         names = [(m, c) for m in MODES for c in CASES] + [("explore", "malformed")]
+        names += [(m, "prose") for m in PROSE_MODES]
         for mode, case in names:
             args = ["dispatch", "--provider", "fake", "--mode", mode, "--workdir", str(repo)]
             args += ["--task", f"CASE-{mode}-{case}: do the {mode} task.", "--quiet"]
@@ -255,7 +260,37 @@ def test_no_result(world: dict[str, Any], mode: str) -> None:
 def test_result_still_malformed_after_three_tries(world: dict[str, Any]) -> None:
     v = world["verdicts"]["explore-malformed"]
     assert (v["parse_state"], v["result"], v["reason"]) == ("malformed", None, "result_malformed")
+    assert (v["verdict"], v["exit_code"], world["runs"]["explore-malformed"].code) == (
+        "malformed",
+        3,
+        3,
+    )
     assert v["parse_error"].startswith("result.facts[0].file_line:") and v["steps"] == 3
+    events = [json.loads(line) for line in Path(v["events_path"]).read_text().splitlines()]
+    answers = [
+        e["payload"]["content"]
+        for e in events
+        if e["kind"] == "tool_result" and e["payload"]["name"] == "submit_result"
+    ]
+    assert len(answers) == 3
+    assert "call submit_result again (2 tries left)" in answers[0]
+    assert "call submit_result again (1 try left)" in answers[1]
+    # The last rejection ends the run: it must not invite another try.
+    assert "call submit_result again" not in answers[2]
+    assert "not accepted, and the run ends" in answers[2]
+
+
+@pytest.mark.parametrize("mode", PROSE_MODES)
+def test_long_prose_without_a_result_is_unstructured(world: dict[str, Any], mode: str) -> None:
+    v = world["verdicts"][f"{mode}-prose"]
+    assert (v["verdict"], v["parse_state"], v["result"], v["exit_code"]) == (
+        "unstructured",
+        "unavailable",
+        None,
+        3,
+    )
+    assert world["runs"][f"{mode}-prose"].code == 3 and v["schema_version"] == "2"
+    assert Path(v["final_text_path"]).read_text() == PROSE and v["stderr_tail"]
 
 
 def test_code_jobs_ran_in_their_own_worktrees(world: dict[str, Any]) -> None:
@@ -292,11 +327,11 @@ def test_resume_continues_the_code_session(world: dict[str, Any], case: str) -> 
 
 def test_worktrees_listed_and_removal_guarded(world: dict[str, Any]) -> None:
     home: Path = world["home"]
-    listing = json.loads(invoke(home, "maintain", "worktrees", "list", "--json").stdout)
+    listing = json.loads(invoke(home, "maintain", "worktrees", "ls", "--json").stdout)
     dirty = {w["path"] for w in listing if w["unintegrated"]}
     assert world["verdicts"]["code-valid"]["workdir"] in dirty  # it wrote NOTES.md and MORE.md
     assert world["verdicts"]["code-none"]["workdir"] not in dirty  # it wrote nothing
     target = world["verdicts"]["code-valid"]["workdir"]
-    refused = invoke(home, "maintain", "worktrees", "remove", target)
+    refused = invoke(home, "maintain", "worktrees", "rm", target)
     assert refused.code == 2 and "uncommitted changes" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1 and Path(target).exists()

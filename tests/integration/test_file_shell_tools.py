@@ -33,7 +33,7 @@ from swarmdeck.workspace.rundir import RunDir
 KEY = "sk-test-abcdefghijklmnopqrstuvwxyz0123"
 _info = detect_sandbox()
 needs_bwrap = pytest.mark.skipif(
-    not _info.available, reason=f"needs a working bubblewrap: {_info.reason}"
+    _info.kind != "bwrap", reason=f"needs a working bubblewrap: {_info.reason}"
 )
 
 
@@ -358,11 +358,15 @@ async def test_fallback_without_sandbox_still_holds_the_policy(
 ) -> None:
     monkeypatch.setenv("SWARMDECK_SANDBOX", "off")
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    _denied(await _call(SHELL_TOOL, _ctx(env, "explore"), argv=["touch", "x"]), "allow-list")
-    envs = await _call(SHELL_TOOL, _ctx(env, "code"), argv=["env"])
+    # Since issue 10 the fallback fails closed: no shell in a read-only mode, and a write
+    # mode's shell only for a user who opted out of the sandbox.
+    _denied(await _call(SHELL_TOOL, _ctx(env, "explore"), argv=["touch", "x"]), "read-only mode")
+    _denied(await _call(SHELL_TOOL, _ctx(env, "code"), argv=["pwd"]), "needs a sandbox")
+    opted = _ctx(env, "code", no_sandbox=True)
+    envs = await _call(SHELL_TOOL, opted, argv=["env"])
     assert "OPENAI_API_KEY" not in envs.content
-    pwd = await _call(SHELL_TOOL, _ctx(env, "code"), argv=["pwd"])
+    pwd = await _call(SHELL_TOOL, opted, argv=["pwd"])
     assert pwd.content == f"exit_code: 0\n{env['workdir'].resolve()}\n"
-    _denied(await _call(SHELL_TOOL, _ctx(env, "code"), argv=["sudo", "id"]), "privilege")
+    _denied(await _call(SHELL_TOOL, opted, argv=["sudo", "id"]), "privilege")
     assert not (env["workdir"] / "x").exists()
     assert os.environ["SWARMDECK_SANDBOX"] == "off"

@@ -62,6 +62,9 @@ def test_key_never_leaks(sd_home: Path, workdir: Path, fake_llm) -> None:
         "fake",
         "-C",
         str(workdir),
+        # The short form only reads unless told (issue 10); this model also writes a file.
+        "--mode",
+        "code",
         OPENAI_API_KEY=key,
     )
     assert res.code == 0, res.stderr

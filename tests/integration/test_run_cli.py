@@ -47,6 +47,9 @@ def test_run_reads_writes_and_answers(
         "fake:scripted",
         "--workdir",
         str(workdir),
+        # The short form only reads unless told (issue 10); this model writes out.txt.
+        "--mode",
+        "agent",
     )
     assert res.code == 0, res.stderr
     assert res.stdout.strip() == "main() returns 42; I wrote out.txt."

@@ -50,7 +50,7 @@ def test_git_dirs_of_a_worktree(worktree: Path, tmp_path: Path) -> None:
     assert git_dirs_outside(tmp_path / "repo") == []
 
 
-@pytest.mark.skipif(not detect_sandbox().available, reason="bubblewrap is not available")
+@pytest.mark.skipif(detect_sandbox().kind != "bwrap", reason="bubblewrap is not available")
 @pytest.mark.parametrize(("mode", "commits"), [("code", True), ("explore", False)])
 async def test_commit_in_worktree(worktree: Path, tmp_path: Path, mode: str, commits: bool) -> None:
     (worktree / "f.txt").write_text("x\n")

@@ -100,3 +100,39 @@ def test_other_bad_input(setup: Path, workdir: Path) -> None:
         load(["fake:explore:/nonexistent/t.md"], workdir=workdir)
     with pytest.raises(UsageError, match="jobs file not found"):
         load([], setup / "none.yaml")
+
+
+def test_the_documented_jobs_file_loads_as_documented(sd_home: Path, tmp_path: Path) -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "fanout.md").read_text()
+    example = doc.split("```yaml\n", 1)[1].split("```", 1)[0]
+    here = tmp_path / "plans"
+    (here / "tasks").mkdir(parents=True)
+    for name in ("config.md", "fix.md", "more.md"):
+        (here / "tasks" / name).write_text(f"the {name} task")
+    jobs_file = here / "jobs.yaml"
+    jobs_file.write_text(example)
+    jobs = load([], jobs_file)
+    assert [j.name for j in jobs] == ["where-is-config", "review-parser", "fix-parser", "job-4"]
+    assert all(j.workdir == here / ".." and j.timeout_s == 900 for j in jobs)
+    assert jobs[0].task_file == here / "tasks" / "config.md"
+    assert jobs[1].task and jobs[1].task.startswith("# What to review")
+    assert (jobs[1].max_turns, jobs[2].worktree, jobs[2].max_tokens) == (40, True, 200000)
+    assert jobs[3].session == "0194f2c3a1b2c3"
+    argv = dispatch_argv(jobs[2], jobs[2].task_file)
+    assert argv[argv.index("--max-tokens") + 1] == "200000" and "--worktree" in argv
+
+
+def test_jobs_file_reads_the_old_max_steps_and_refuses_typos(setup: Path, workdir: Path) -> None:
+    jobs_file = setup / "jobs.yaml"
+    jobs_file.write_text(
+        f"defaults: {{workdir: {workdir}}}\n"
+        "jobs: [{provider: fake, mode: explore, task: t, max_steps: 7}]\n"
+    )
+    [job] = load([], jobs_file)
+    assert job.max_turns == 7 and "--max-turns" in dispatch_argv(job, setup / "t.md")
+    jobs_file.write_text(
+        f"defaults: {{workdir: {workdir}}}\n"
+        "jobs: [{name: q, provider: fake, mode: explore, task: t, max_token: 7}]\n"
+    )
+    with pytest.raises(UsageError, match="job q: max_token"):
+        load([], jobs_file)

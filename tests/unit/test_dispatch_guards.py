@@ -74,7 +74,7 @@ def opts(**kw: object) -> DispatchOptions:
 def test_prepare_resolves_and_checks(sd_home: Path, workdir: Path) -> None:
     write_provider(sd_home, "fake", "http://127.0.0.1:9/v1", model="m1")
     write_provider(sd_home, "keyed", "http://127.0.0.1:9/v1", needs_key=True)
-    plan = prepare(opts(workdir=workdir, max_steps=7), load_settings())
+    plan = prepare(opts(workdir=workdir, max_turns=7), load_settings())
     assert (plan.model_ref, plan.step_cap, plan.workdir) == ("fake:m1", 7, workdir.resolve())
     assert plan.timeout_s == 1800 and plan.idle_timeout_s == 600
     doc = plan.dry_run_doc()

@@ -58,3 +58,22 @@ def test_foreign_skill_directory_is_left_alone(sd_home: Path, tmp_path: Path) ->
         uninstall("codex", tmp_path)
     with pytest.raises(UsageError, match="unknown host"):
         skill_dir("cursor", None)
+
+
+def test_every_verdict_class_has_its_own_advice(sd_home: Path) -> None:
+    from typing import get_args
+
+    from swarmdeck.dispatch.host_skills import VERDICT_ADVICE
+    from swarmdeck.dispatch.verdict import SCHEMA_VERSION, VerdictClass
+
+    assert list(VERDICT_ADVICE) == list(get_args(VerdictClass))  # the contract's order
+    skill = render(load_settings())["SKILL.md"]
+    verdicts = skill.split("3. `verdict`")[1].split("4. `parse_state`")[0]
+    for name in get_args(VerdictClass):
+        assert f"   - `{name}`: " in verdicts, name
+    assert f"schema_version {SCHEMA_VERSION}" in verdicts and "docs/contract.md" in verdicts
+    malformed = VERDICT_ADVICE["malformed"]
+    assert "schema path" in malformed and "do not rewrite" in malformed
+    assert "submit_result" in VERDICT_ADVICE["unstructured"]
+    assert "rewrite the task" not in skill
+    assert "worktrees ls" in skill and "worktrees rm PATH" in skill

@@ -32,9 +32,20 @@ LONG = "x" * 200
         ({"reason": "timeout", "timed_out": True, "final_text": LONG}, "error"),
         ({"reason": "idle_timeout", "idle_timed_out": True}, "error"),
         ({"reason": "interrupted", "interrupted": True}, "error"),
-        ({"reason": "model_done", "final_text": LONG}, "completed"),
+        # Schema version 2: a long text without a result is not a completed run.
+        ({"reason": "model_done", "final_text": LONG}, "unstructured"),
         ({"reason": "model_done", "final_text": "x" * 199}, "empty"),
-        ({"reason": "result_malformed", "parse_state": "malformed"}, "empty"),
+        ({"reason": "result_malformed", "parse_state": "malformed"}, "malformed"),
+        (
+            {"reason": "result_malformed", "parse_state": "malformed", "final_text": LONG},
+            "malformed",
+        ),
+        ({"reason": "timeout", "timed_out": True, "parse_state": "malformed"}, "error"),
+        (
+            {"reason": "model_done", "parse_state": "unstructured", "final_text": LONG},
+            "unstructured",
+        ),
+        ({"reason": "model_done", "parse_state": "unstructured"}, "empty"),
     ],
 )
 def test_classification_order(kw: dict, expected: str) -> None:
@@ -110,13 +121,41 @@ def test_malformed_names_the_path_and_keeps_result_null() -> None:
     v = build_verdict(facts(events, stored_result=None))
     assert v.parse_state == "malformed" and v.result is None
     assert v.parse_error == "result.failed: input should be a valid integer."
-    assert v.verdict == "empty" and v.exit_code == 3
+    assert v.verdict == "malformed" and v.exit_code == 3
+    assert v.stderr_tail is None  # the contract tails error, unstructured and empty only
+
+
+def test_long_text_without_a_result_is_unstructured_and_exits_3() -> None:
+    events = [
+        ev(1, "assistant", text=LONG, tool_calls=[]),
+        ev(2, "status", status="completed", reason="model_done"),
+    ]
+    v = build_verdict(facts(events))
+    assert (v.verdict, v.exit_code, v.parse_state, v.result) == (
+        "unstructured",
+        3,
+        "unavailable",
+        None,
+    )
     assert v.stderr_tail is not None and v.stderr_tail.endswith("END") and len(v.stderr_tail) == 500
 
 
 def test_cut_off_submission_is_unstructured() -> None:
     events = [submission(1, False, "arguments are not valid JSON (Expecting value)")]
     assert build_verdict(facts(events)).parse_state == "unstructured"
+
+
+def test_cut_off_last_try_is_malformed() -> None:
+    # The model was shown the error twice and its third try was still not JSON.
+    events = [
+        submission(1, False, "result.passed: required field is missing"),
+        submission(2, False, "result.passed: required field is missing"),
+        submission(3, False, "arguments are not valid JSON (Expecting value)"),
+        ev(4, "status", status="completed", reason="result_malformed"),
+    ]
+    v = build_verdict(facts(events))
+    assert (v.verdict, v.parse_state, v.exit_code) == ("malformed", "malformed", 3)
+    assert v.parse_error == "arguments are not valid JSON (Expecting value)."
 
 
 def test_result_block_in_final_text_is_read() -> None:
@@ -201,6 +240,6 @@ def test_every_contract_field_is_there() -> None:
         "stderr_tail",
     ]:
         assert name in doc, name
-    assert doc["type"] == "swarmdeck.verdict" and doc["schema_version"] == "1"
+    assert doc["type"] == "swarmdeck.verdict" and doc["schema_version"] == "2"
     assert set(doc["tokens"]) == {"input", "output", "reasoning", "cache_read", "cache_write"}
     assert set(doc["tool_errors"]) == {"permission_denied", "other"}

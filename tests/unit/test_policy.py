@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from swarmdeck.errors import PermissionDeniedError, ToolError
-from swarmdeck.tools.policy import check_command
+from swarmdeck.tools.policy import check_argv
 
 READ_ONLY = ["explore", "review", "test"]
 WRITE = ["code", "resume", "agent"]
@@ -30,7 +30,7 @@ WRITE = ["code", "resume", "agent"]
         ["sed", "-n", "-e", "5p;10q", "a.py"],
         ["/usr/bin/wc", "-l", "a.py"],
         ["env"],
-        ["env", "LC_ALL=C", "sort", "a.txt"],
+        ["env", "-i", "sort", "a.txt"],
         ["timeout", "5", "cat", "a.py"],
         ["stat", "a.py"],
         ["tree", "-L", "2"],
@@ -39,7 +39,7 @@ WRITE = ["code", "resume", "agent"]
     ],
 )
 def test_read_only_allow_list(mode: str, argv: list[str]) -> None:
-    check_command(mode, argv)
+    check_argv(mode, argv)
 
 
 @pytest.mark.parametrize("mode", READ_ONLY)
@@ -69,11 +69,13 @@ def test_read_only_allow_list(mode: str, argv: list[str]) -> None:
         (["rg", "--pre", "sh", "x"], "writes files or runs commands"),
         (["curl", "http://example.com"], "not on the read-only allow-list"),
         (["env", "-S", "rm -rf x"], "cannot be checked"),
+        # Since issue 10: no assignment passes in a read-only mode (it was allowed before).
+        (["env", "LC_ALL=C", "sort", "a.txt"], "environment assignments are refused"),
     ],
 )
 def test_read_only_refusals(mode: str, argv: list[str], why: str) -> None:
     with pytest.raises(PermissionDeniedError, match=why) as err:
-        check_command(mode, argv)
+        check_argv(mode, argv)
     assert f"{mode} mode" in err.value.message
 
 
@@ -96,9 +98,9 @@ def test_read_only_refusals(mode: str, argv: list[str], why: str) -> None:
     ],
 )
 def test_test_mode_allows_test_runners(argv: list[str]) -> None:
-    check_command("test", argv)
+    check_argv("test", argv)
     with pytest.raises(PermissionDeniedError):
-        check_command("explore", argv)
+        check_argv("explore", argv)
 
 
 @pytest.mark.parametrize(
@@ -114,7 +116,7 @@ def test_test_mode_allows_test_runners(argv: list[str]) -> None:
 )
 def test_test_mode_refuses_other_runs(argv: list[str]) -> None:
     with pytest.raises(PermissionDeniedError):
-        check_command("test", argv)
+        check_argv("test", argv)
 
 
 @pytest.mark.parametrize("mode", WRITE)
@@ -134,7 +136,7 @@ def test_test_mode_refuses_other_runs(argv: list[str]) -> None:
     ],
 )
 def test_write_modes_allow_ordinary_work(mode: str, argv: list[str]) -> None:
-    check_command(mode, argv)
+    check_argv(mode, argv)
 
 
 @pytest.mark.parametrize("mode", WRITE)
@@ -180,30 +182,30 @@ def test_write_modes_allow_ordinary_work(mode: str, argv: list[str]) -> None:
 )
 def test_write_mode_deny_list(mode: str, argv: list[str], why: str) -> None:
     with pytest.raises(PermissionDeniedError, match=why):
-        check_command(mode, argv)
+        check_argv(mode, argv)
 
 
 def test_network_grant_lifts_network_and_install_refusals() -> None:
-    check_command("code", ["curl", "https://example.com"], network=True)
-    check_command("code", ["pip", "install", "requests"], network=True)
-    check_command("code", ["git", "fetch"], network=True)
+    check_argv("code", ["curl", "https://example.com"], network=True)
+    check_argv("code", ["pip", "install", "requests"], network=True)
+    check_argv("code", ["git", "fetch"], network=True)
     with pytest.raises(PermissionDeniedError):
-        check_command("code", ["git", "push"], network=True)
+        check_argv("code", ["git", "push"], network=True)
     with pytest.raises(PermissionDeniedError):
-        check_command("code", ["sudo", "ls"], network=True)
+        check_argv("code", ["sudo", "ls"], network=True)
 
 
 def test_unparseable_script_is_refused() -> None:
     with pytest.raises(PermissionDeniedError, match="cannot parse"):
-        check_command("code", ["bash", "-c", "echo 'unterminated"])
+        check_argv("code", ["bash", "-c", "echo 'unterminated"])
 
 
 @pytest.mark.parametrize("argv", [[], "ls -la", ["ls", 3], ["ls", "a\0b"], [""]])
 def test_malformed_argv(argv: object) -> None:
     with pytest.raises(ToolError):
-        check_command("code", argv)  # type: ignore[arg-type]
+        check_argv("code", argv)  # type: ignore[arg-type]
 
 
 def test_unknown_mode() -> None:
     with pytest.raises(PermissionDeniedError, match="unknown mode"):
-        check_command("root", ["ls"])
+        check_argv("root", ["ls"])

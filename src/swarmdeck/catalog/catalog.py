@@ -14,7 +14,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from swarmdeck.catalog import fence, schema, statements
-from swarmdeck.catalog.db import create_db_engine
+from swarmdeck.catalog.db import create_db_engine, is_store_failure, store_error
 from swarmdeck.catalog.fence import Fenced
 from swarmdeck.catalog.records import (
     TERMINAL_STATUSES,
@@ -23,8 +23,9 @@ from swarmdeck.catalog.records import (
     InboxPost,
     SessionRecord,
     UsageTotals,
+    system_session_id,
 )
-from swarmdeck.errors import NotFoundError
+from swarmdeck.errors import NotFoundError, UsageError
 from swarmdeck.models.types import Usage
 
 Redact = Callable[[str], str]
@@ -50,6 +51,13 @@ def _identity(text: str) -> str:
 
 def _no_session(session_id: str) -> NotFoundError:
     return NotFoundError(f"no session {session_id}", "list sessions with `swarmdeck sessions ls`")
+
+
+def _refuse_secret_id(redact: Redact, value: str, what: str) -> None:
+    """Ids are stored and compared as given, so one holding a key is refused, not redacted
+    (a redacted id would no longer deduplicate); the error does not echo it."""
+    if redact(value) != value:
+        raise UsageError(f"{what} refused: it contains a credential", f"pick another {what}")
 
 
 class WriteWouldWait(Exception):
@@ -87,17 +95,26 @@ class Catalog:
 
     @classmethod
     def open(cls, store_url: str, redact: Redact = _identity) -> Catalog:
-        """Connect to the store and create the catalog tables if they are missing."""
-        engine = create_db_engine(store_url)
-        for attempt in range(5):
-            try:
-                schema.create_all(engine)
-                break
-            except (IntegrityError, ProgrammingError, OperationalError):
-                # Two processes creating tables at once: the loser retries and finds them.
-                if attempt == 4:
-                    raise
-                time.sleep(0.1 * (attempt + 1))
+        """Connect to the store and create the catalog tables if they are missing.
+
+        A store that cannot be used (corrupt, a directory, read-only, unreachable) is a
+        StoreError saying what to do; this is where every command opens it.
+        """
+        try:
+            engine = create_db_engine(store_url)
+            for attempt in range(5):
+                try:
+                    schema.create_all(engine)
+                    break
+                except (IntegrityError, ProgrammingError, OperationalError):
+                    # Two processes creating tables at once: the loser retries and finds them.
+                    if attempt == 4:
+                        raise
+                    time.sleep(0.1 * (attempt + 1))
+        except Exception as exc:
+            if is_store_failure(exc):
+                raise store_error(store_url, exc) from exc
+            raise
         return cls(engine, redact)
 
     def _json(self, value: Any) -> str:
@@ -129,6 +146,7 @@ class Catalog:
 
         `executor` is the process that will start it; None hands it to the fleet: any live
         worker takes it (see take_handover)."""
+        _refuse_secret_id(self.redact, session_id, "session id")
         now = time.time()
         row = {
             "id": session_id,
@@ -144,8 +162,8 @@ class Catalog:
             "title": self.redact(title) if title else None,
             "task": self.redact(task),
             "system_message": self.redact(system_message) if system_message else None,
-            "tool_names": json.dumps(tool_names) if tool_names is not None else None,
-            "options": json.dumps(options or {}),
+            "tool_names": self._json(tool_names) if tool_names is not None else None,
+            "options": self._json(options or {}),
             "created_at": now,
             "updated_at": now,
             "executor": executor,
@@ -315,9 +333,12 @@ class Catalog:
             return [SessionRecord.from_row(r) for r in rows]
 
     def resolve_session_id(self, prefix: str) -> str:
-        """Expand a unique id prefix, as git does for commits."""
+        """Expand a unique id prefix, as git does for commits; a system agent's id (say
+        `sweeper`) names its session (`sys-sweeper`)."""
         if self.find_session(prefix):
             return prefix
+        if self.find_session(system_session_id(prefix)):
+            return system_session_id(prefix)
         with self._reads.connect() as conn:
             ids = [
                 r[0]
@@ -330,7 +351,7 @@ class Catalog:
         if len(ids) == 1:
             return ids[0]
         hint = "the prefix is ambiguous" if ids else "list sessions with `swarmdeck sessions ls`"
-        raise NotFoundError(f"no session {prefix}", hint)
+        raise NotFoundError(f"no session {self.redact(prefix)}", hint)
 
     def list_sessions(
         self,
@@ -431,7 +452,9 @@ class Catalog:
                 if notice is not None:
                     self._post(conn, notice)
         except IntegrityError:
-            return False
+            if self.has_event(session_id, key):
+                return False
+            raise  # another constraint refused the end: the caller must know
         return True
 
     def _insert_event(self, conn: sa.Connection, params: dict[str, Any]) -> None:
@@ -499,6 +522,7 @@ class Catalog:
 
     def post(self, session_id: str, msg_id: str, kind: str, payload: dict[str, Any]) -> bool:
         """Deliver a message; False when this msg_id was delivered before (a client retry)."""
+        _refuse_secret_id(self.redact, msg_id, "message id")
         with self.engine.begin() as conn:
             return self._post(conn, InboxPost(session_id, msg_id, kind, payload))
 
@@ -776,6 +800,7 @@ class Catalog:
                         model=model,
                         cost_usd=cost_usd,
                         ts=time.time(),
+                        estimated=usage.estimated,
                         **usage.as_dict(),
                     )
                 )
@@ -796,6 +821,14 @@ class Catalog:
             for r in conn.execute(q):
                 totals.add(r)
         return totals
+
+    # -- activity ---------------------------------------------------------------------
+
+    def touch_active(self, session_id: str, *, wait: bool = True) -> None:
+        """Record that the session is working now (between transcript entries). With `wait`
+        False on SQLite, raises WriteWouldWait instead of waiting for another writer."""
+        with _no_wait_errors(wait), self._writer(wait).begin() as conn:
+            conn.execute(statements.TOUCH_ACTIVE, {"b_session": session_id, "b_ts": time.time()})
 
     # -- artifacts --------------------------------------------------------------------
 

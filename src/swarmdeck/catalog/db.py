@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import time
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DatabaseError, OperationalError
+
+from swarmdeck.errors import StoreError
+from swarmdeck.filemodes import private_dir, private_file
 
 WAL_SWITCH_SECONDS = 30.0
+# SQLite creates these beside the store, with the store file's mode.
+SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 
 
 def sqlalchemy_url(store_url: str) -> str:
@@ -53,7 +61,7 @@ def create_db_engine(store_url: str, *, wait_for_locks: bool = True) -> sa.Engin
                 "options": "-c idle_in_transaction_session_timeout=60000",
             },
         )
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _private_store_file(path)
     # LIFO: the connection used last is used next, its page cache still warm; round-robin
     # over the pool re-read pages on every statement (0.34 ms an append instead of 0.23).
     engine = sa.create_engine(url, pool_size=20, max_overflow=20, pool_use_lifo=True)
@@ -76,6 +84,18 @@ def create_db_engine(store_url: str, *, wait_for_locks: bool = True) -> sa.Engin
     return engine
 
 
+def _private_store_file(path: Path) -> None:
+    """The store and its side files 0600 from creation (SQLite gives the -wal and -shm it
+    creates the store's mode); an existing looser one is tightened."""
+    if not path.parent.exists():
+        private_dir(path.parent)
+    private_file(path)
+    for suffix in SQLITE_SIDE_FILES:
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            private_file(side)
+
+
 def _switch_to_wal(engine: sa.Engine) -> None:
     """Put the file in WAL mode (it stays so), retrying while other processes hold it.
 
@@ -96,3 +116,68 @@ def _switch_to_wal(engine: sa.Engine) -> None:
                 raise
         time.sleep(delay)
         delay = min(delay * 2, 0.5)
+
+
+# How to fix a store that cannot be opened; the store is never moved or rewritten for you.
+_STORE_HINT = "point SWARMDECK_STORE or SWARMDECK_HOME at a usable store"
+
+
+def shown_url(store_url: str) -> str:
+    """The store URL for a message: the password masked, the query (which may hold one
+    too) left out."""
+    try:
+        return make_url(store_url).set(query={}).render_as_string(hide_password=True)
+    except Exception:  # not a URL SQLAlchemy parses: show its scheme only
+        return store_url.split("://", 1)[0] + "://…"
+
+
+def store_error(store_url: str, exc: BaseException) -> StoreError:
+    """A one-line StoreError for a store that failed to open, saying what to do."""
+    detail = " ".join(str(getattr(exc, "orig", None) or exc).split())
+    path = sqlite_path(store_url)
+    if path is None:
+        for secret in _secrets_of(store_url):  # a driver may echo what it was given
+            detail = detail.replace(secret, "***")
+        return StoreError(
+            f"cannot open the store {shown_url(store_url)}: {detail[:200]}",
+            "is the server up and the URL right? check SWARMDECK_STORE",
+        )
+    if path.is_dir():
+        return StoreError(f"the store {path} is a directory, not a SQLite file", _STORE_HINT)
+    if isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return StoreError(
+            f"the store {path} cannot be written: {exc.strerror}",
+            "make SWARMDECK_HOME writable, or set it to a writable directory",
+        )
+    if isinstance(exc, OSError):
+        return StoreError(f"cannot create the store {path}: {exc.strerror or detail}", _STORE_HINT)
+    if "not a database" in detail:
+        return StoreError(
+            f"the store {path} is not a SQLite database (corrupt, or another file)",
+            f"move it away to start a fresh store, or {_STORE_HINT}",
+        )
+    readonly = "readonly" in detail or "read-only" in detail
+    if readonly or not os.access(path.parent, os.W_OK):
+        return StoreError(
+            f"the store {path} cannot be written: {path.parent} is read-only",
+            "make SWARMDECK_HOME writable, or set it to a writable directory",
+        )
+    return StoreError(f"cannot open the store {path}: {detail[:200]}", _STORE_HINT)
+
+
+def _secrets_of(store_url: str) -> list[str]:
+    try:
+        url = make_url(store_url)
+    except Exception:
+        return []
+    found = [str(url.password)] if url.password else []
+    found += [str(v) for k, v in url.query.items() if "pass" in k.lower() and v]
+    return [s for s in found if len(s) >= 3]
+
+
+def is_store_failure(exc: BaseException) -> bool:
+    """True for what opening a store raises when the store itself is unusable (not a bug of
+    ours: a ProgrammingError or IntegrityError is not one)."""
+    if isinstance(exc, OSError | OperationalError):
+        return True
+    return type(exc) is DatabaseError

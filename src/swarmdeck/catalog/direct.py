@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from swarmdeck.catalog.liveness import WorkerRow
+from swarmdeck.catalog.nul_text import SESSION_TEXT_COLUMNS, escape_nul, unescape_nul
 from swarmdeck.catalog.records import EventRecord, SessionRecord, UsageTotals
 from swarmdeck.errors import NotFoundError
 
 HANDOVER_CHANNEL = "swarmdeck_handover"
 _WORKER_COLUMNS = (
     "executor_id, hostname, pid, pid_start, started_at, heartbeat_at, stopped, "
-    "recovered_by, recovered_at, role"
+    "recovered_by, recovered_at, role, sandbox, sandbox_reason"
 )
 _NAMED = re.compile(r":(\w+)")
 
@@ -129,7 +130,7 @@ class DirectCatalog:
                 self.close()
                 return []
             raise
-        workers = [WorkerRow(**{**r, "stopped": bool(r["stopped"])}) for r in rows]
+        workers = [_worker_row(r) for r in rows]
         return [w for w in workers if w.alive(now, hostname, lease_s)]
 
     def hand_over(self, row: dict[str, Any], task: str) -> None:
@@ -139,11 +140,9 @@ class DirectCatalog:
         values = {
             **row,
             "status": "pending",
-            "title": self.redact(row["title"]) if row.get("title") else None,
-            "task": self.redact(task),
-            "system_message": self.redact(row["system_message"])
-            if row.get("system_message")
-            else None,
+            "title": self._text(row.get("title")),
+            "task": self._text(task),
+            "system_message": self._text(row.get("system_message")),
             "tool_names": json.dumps(row["tool_names"])
             if row.get("tool_names") is not None
             else None,
@@ -173,6 +172,18 @@ class DirectCatalog:
             statements.append((f"NOTIFY {HANDOVER_CHANNEL}", {}))
         self._write(statements)
 
+    def _text(self, text: str | None) -> str | None:
+        """Free text as the catalog stores it: redacted, NUL escaped (see nul_text)."""
+        return escape_nul(self.redact(text)) if text else None
+
+    def worker(self, executor_id: str) -> WorkerRow | None:
+        """The registered executor (alive or not), or None."""
+        rows = self._rows(
+            f"SELECT {_WORKER_COLUMNS} FROM sd_workers WHERE executor_id = :eid",
+            {"eid": executor_id},
+        )
+        return _worker_row(rows[0]) if rows else None
+
     def take_back(self, session_id: str, executor: str) -> bool:
         """Claim a hand-over no worker took, to run it here; False when a worker took it."""
         conn = self._connect()
@@ -190,7 +201,13 @@ class DirectCatalog:
     def find_session(self, session_id: str) -> SessionRecord | None:
         """The session, or None."""
         rows = self._rows("SELECT * FROM sd_sessions WHERE id = :sid", {"sid": session_id})
-        return SessionRecord.from_mapping(rows[0]) if rows else None
+        if not rows:
+            return None
+        row = rows[0]
+        for column in SESSION_TEXT_COLUMNS:
+            if isinstance(row[column], str):
+                row[column] = unescape_nul(row[column])
+        return SessionRecord.from_mapping(row)
 
     def get_session(self, session_id: str) -> SessionRecord:
         """The session, or NotFoundError."""
@@ -228,6 +245,16 @@ class DirectCatalog:
             text += " AND ts >= :since"
             params["since"] = since
         return [r["name"] for r in self._rows(text + " ORDER BY ts", params)]
+
+
+def is_driver_error(exc: BaseException) -> bool:
+    """True for an error of the database driver (the store is unusable or unreachable), as
+    opposed to a bug of ours."""
+    return isinstance(exc, sqlite3.Error) or type(exc).__module__.startswith("psycopg")
+
+
+def _worker_row(row: dict[str, Any]) -> WorkerRow:
+    return WorkerRow(**{**row, "stopped": bool(row["stopped"])})
 
 
 def _missing_table(exc: Exception) -> bool:

@@ -48,6 +48,9 @@ class WorkerRow:
     recovered_by: str | None
     recovered_at: float | None
     role: str
+    # What confines its tools (see schema.workers); None where it runs no fleet sessions.
+    sandbox: str | None = None
+    sandbox_reason: str | None = None
 
     def alive(self, now: float, here: str, lease_s: float) -> bool:
         """Alive while its lease holds (a beat landed within `lease_s`) and, on this host,

@@ -18,6 +18,13 @@ STATUSES = (
     "budget_exceeded",
 )
 TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "budget_exceeded"})
+# A system agent runs under `sys-<its id>`, once per store.
+SYSTEM_SESSION_PREFIX = "sys-"
+
+
+def system_session_id(agent_id: str) -> str:
+    """The session id of the system agent with this id."""
+    return f"{SYSTEM_SESSION_PREFIX}{agent_id}"
 
 
 @dataclass
@@ -47,11 +54,17 @@ class SessionRecord:
     updated_at: float
     executor: str | None = None
     epoch: int = 0
+    active_at: float | None = None
 
     @property
     def terminal(self) -> bool:
         """True once the session can no longer change."""
         return self.status in TERMINAL_STATUSES
+
+    @property
+    def system(self) -> bool:
+        """True for a system agent's session (by its options, or by its id: fail closed)."""
+        return bool(self.options.get("system_agent")) or self.id.startswith(SYSTEM_SESSION_PREFIX)
 
     @classmethod
     def from_row(cls, row: Any) -> SessionRecord:
@@ -111,6 +124,13 @@ class InboxPost:
     payload: dict[str, Any]
 
 
+def estimated_note(estimated_turns: int, turns: int) -> str:
+    """How far counts over `turns` turns are estimates, as a suffix for humans."""
+    if not estimated_turns:
+        return ""
+    return " (estimated)" if estimated_turns >= turns else " (partly estimated)"
+
+
 @dataclass
 class UsageTotals:
     """Usage summed over turns."""
@@ -122,6 +142,8 @@ class UsageTotals:
     cache_read: int = 0
     cache_write: int = 0
     cost_usd: float | None = None
+    # Turns whose counts were estimated (the provider reported none).
+    estimated_turns: int = 0
     by_model: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def add(self, row: Any) -> None:
@@ -134,15 +156,24 @@ class UsageTotals:
         cost = get("cost_usd")
         if cost is not None:
             self.cost_usd = (self.cost_usd or 0.0) + cost
+        estimated = int(bool(get("estimated")))
+        self.estimated_turns += estimated
         per_model = self.by_model.setdefault(
             f"{get('provider')}:{get('model')}",
-            {"turns": 0, "input": 0, "output": 0, "cost_usd": None},
+            {"turns": 0, "input": 0, "output": 0, "cost_usd": None, "estimated_turns": 0},
         )
         per_model["turns"] += 1
         per_model["input"] += get("input")
         per_model["output"] += get("output")
+        per_model["estimated_turns"] += estimated
         if cost is not None:
             per_model["cost_usd"] = (per_model["cost_usd"] or 0.0) + cost
+
+    @property
+    def estimated_note(self) -> str:
+        """ " (estimated)" when these counts are estimates, " (partly estimated)" when some
+        turns' are, "" when every provider reported them."""
+        return estimated_note(self.estimated_turns, self.turns)
 
     def tokens(self) -> dict[str, int]:
         """The token counts as the contract prints them."""

@@ -2,9 +2,27 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 
+from swarmdeck.catalog.nul_text import escape_nul, unescape_nul
+
 metadata = sa.MetaData()
+
+
+class NulSafeText(sa.types.TypeDecorator[str]):
+    """`Text` that escapes NUL on the way in and restores it on the way out."""
+
+    impl = sa.Text
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: sa.Dialect) -> Any:
+        return escape_nul(value) if isinstance(value, str) else value
+
+    def process_result_value(self, value: Any, dialect: sa.Dialect) -> Any:
+        return unescape_nul(value) if isinstance(value, str) else value
+
 
 sessions = sa.Table(
     "sd_sessions",
@@ -19,14 +37,15 @@ sessions = sa.Table(
     sa.Column("workdir", sa.Text, nullable=False),
     sa.Column("run_dir", sa.Text, nullable=False),
     sa.Column("status", sa.String(32), nullable=False, index=True),
-    sa.Column("title", sa.Text),
-    sa.Column("task", sa.Text, nullable=False),
-    sa.Column("system_message", sa.Text),
+    # Free text a model or a user wrote may hold any character (see nul_text).
+    sa.Column("title", NulSafeText),
+    sa.Column("task", NulSafeText, nullable=False),
+    sa.Column("system_message", NulSafeText),
     sa.Column("tool_names", sa.Text),  # JSON list or null for "all of the mode's tools"
     sa.Column("options", sa.Text, nullable=False, default="{}"),  # JSON: budgets, step cap...
     sa.Column("result", sa.Text),  # JSON of the submitted result
-    sa.Column("final_text", sa.Text),
-    sa.Column("error", sa.Text),
+    sa.Column("final_text", NulSafeText),
+    sa.Column("error", NulSafeText),
     # Each generation is one workflow run of the session: resume and rollover start the
     # next one, so a long-lived session never replays an unbounded step log.
     sa.Column("generation", sa.Integer, nullable=False, default=0),
@@ -39,6 +58,9 @@ sessions = sa.Table(
     # one): a journaled write names the epoch it ran under and lands only while that is
     # still the session's, so a paused worker that comes back cannot commit a step.
     sa.Column("epoch", sa.Integer, nullable=False, default=0, server_default="0"),
+    # When the session last showed it is working between transcript entries (a model
+    # streaming a long answer), for whoever watches it for idleness from another process.
+    sa.Column("active_at", sa.Float),
 )
 
 # The inbox lives in the catalog, not in engine messages: a message sent while no worker
@@ -87,6 +109,8 @@ usage = sa.Table(
     sa.Column("cache_write", sa.Integer, nullable=False, default=0),
     sa.Column("cost_usd", sa.Float),
     sa.Column("ts", sa.Float, nullable=False, index=True),
+    # The provider reported no counts; these are estimates (models/estimate.py).
+    sa.Column("estimated", sa.Boolean, nullable=False, server_default=sa.false()),
 )
 
 artifacts = sa.Table(
@@ -115,6 +139,10 @@ workers = sa.Table(
     sa.Column("recovered_at", sa.Float),
     # `worker` (serves the fleet's queue) or `local` (a run, the SDK: runs its own sessions).
     sa.Column("role", sa.String(16), nullable=False, default="local", server_default="local"),
+    # The sandbox its tools run in (bwrap, landlock, none) and why, recorded by a process
+    # that serves the fleet's queue: a run handed to the fleet reports the worker's.
+    sa.Column("sandbox", sa.String(16)),
+    sa.Column("sandbox_reason", sa.Text),
 )
 
 # A `swarmdeck worker --processes N` supervisor: it keeps `processes` engine processes
@@ -154,29 +182,24 @@ generations = sa.Table(
 )
 
 
+# The system agents enabled on this store (`swarmdeck system start`): every worker keeps
+# their sessions running. The model is the one the user named.
+system_agents = sa.Table(
+    "sd_system_agents",
+    metadata,
+    sa.Column("agent_id", sa.String(64), primary_key=True),
+    sa.Column("model", sa.String(256), nullable=False),
+    sa.Column("enabled", sa.Boolean, nullable=False, default=True),
+    sa.Column("plugins", sa.Text, nullable=False, default="[]"),  # JSON list of folders
+    sa.Column("restarted_at", sa.Float, nullable=False, default=0.0),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+
 def create_all(engine: sa.Engine) -> None:
-    """Create missing tables and columns (idempotent; safe when several processes start at
-    once)."""
+    """Create missing tables and add missing columns (idempotent; safe when several
+    processes start at once)."""
+    from swarmdeck.catalog.migrations import add_missing_columns
+
     metadata.create_all(engine, checkfirst=True)
     add_missing_columns(engine)
-
-
-def add_missing_columns(engine: sa.Engine) -> list[str]:
-    """Add the columns a store made by an earlier release lacks; returns them as
-    `table.column`. Only nullable columns or columns with a server default are added, which
-    is what a later release may add."""
-    inspector = sa.inspect(engine)
-    added: list[str] = []
-    for table in metadata.sorted_tables:
-        have = {c["name"] for c in inspector.get_columns(table.name)}
-        for column in table.columns:
-            if column.name in have:
-                continue
-            ddl = sa.schema.CreateColumn(column).compile(dialect=engine.dialect)
-            with engine.begin() as conn:
-                conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {ddl}")
-            added.append(f"{table.name}.{column.name}")
-            for index in table.indexes:
-                if column.name in index.columns:
-                    index.create(engine, checkfirst=True)
-    return added

@@ -11,6 +11,7 @@ import sqlalchemy as sa
 
 from swarmdeck.catalog import schema
 from swarmdeck.catalog.records import TERMINAL_STATUSES
+from swarmdeck.catalog.schema import NulSafeText
 
 _events, _sessions, _inbox = schema.events, schema.sessions, schema.inbox
 _session = sa.bindparam("b_session", type_=sa.String)
@@ -30,7 +31,7 @@ SET_LIVE_STATUS = (
     .values(
         status=sa.bindparam("b_status"),
         updated_at=sa.bindparam("b_ts"),
-        error=sa.func.coalesce(sa.bindparam("b_error", type_=sa.Text), _sessions.c.error),
+        error=sa.func.coalesce(sa.bindparam("b_error", type_=NulSafeText), _sessions.c.error),
     )
 )
 
@@ -92,6 +93,13 @@ CLAIM_RUN = (
 )
 
 INSERT_USAGE = schema.usage.insert()
+
+# A session shows it is working (see sessions.active_at).
+TOUCH_ACTIVE = (
+    _sessions.update()
+    .where(_sessions.c.id == _session)
+    .values(active_at=sa.bindparam("b_ts", type_=sa.Float))
+)
 
 EVENTS_AFTER = (
     sa.select(_events)

@@ -23,6 +23,10 @@ class SupervisorRow:
     heartbeat_at: float
     stopped: bool
 
+    def live(self, now: float, lease_s: float) -> bool:
+        """Not stopped, and its last beat within the lease (it beats every second)."""
+        return not self.stopped and now - self.heartbeat_at < lease_s
+
 
 class SupervisorRegistry:
     """Rows in sd_supervisors."""
@@ -58,15 +62,16 @@ class SupervisorRegistry:
                 sa.select(table.c.processes).where(table.c.supervisor_id == supervisor_id)
             ).scalar()
 
-    def set_processes(self, supervisor_id: str, processes: int) -> None:
-        """Ask a supervisor to keep this many worker processes."""
+    def set_processes(self, supervisor_id: str, processes: int) -> bool:
+        """Ask a supervisor to keep this many worker processes; False when it is not there."""
         table = schema.supervisors
         with self.engine.begin() as conn:
-            conn.execute(
+            changed = conn.execute(
                 table.update()
                 .where(table.c.supervisor_id == supervisor_id)
                 .values(processes=processes)
-            )
+            ).rowcount
+        return changed == 1
 
     def stop(self, supervisor_id: str) -> None:
         """Mark a clean exit."""
@@ -76,16 +81,21 @@ class SupervisorRegistry:
                 table.update().where(table.c.supervisor_id == supervisor_id).values(stopped=True)
             )
 
-    def rows(self, live_within_s: float | None = None) -> list[SupervisorRow]:
-        """Supervisors not stopped (whose heartbeat is this recent, when given)."""
+    def rows(
+        self, live_within_s: float | None = None, *, stopped_too: bool = False
+    ) -> list[SupervisorRow]:
+        """Supervisors not stopped (whose heartbeat is this recent, when given); with
+        `stopped_too`, every row."""
         table = schema.supervisors
-        q = sa.select(table).where(~table.c.stopped)
+        q = sa.select(table)
+        if not stopped_too:
+            q = q.where(~table.c.stopped)
         if live_within_s is not None:
             q = q.where(table.c.heartbeat_at > time.time() - live_within_s)
         with self.engine.connect() as conn:
             return [
                 SupervisorRow(
-                    r.supervisor_id, r.hostname, r.pid, r.processes, r.heartbeat_at, r.stopped
+                    r.supervisor_id, r.hostname, r.pid, r.processes, r.heartbeat_at, bool(r.stopped)
                 )
                 for r in conn.execute(q)
             ]

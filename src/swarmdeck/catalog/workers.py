@@ -33,6 +33,8 @@ def _row(r: sa.Row) -> WorkerRow:
         r.recovered_by,
         r.recovered_at,
         r.role or "local",
+        r.sandbox,
+        r.sandbox_reason,
     )
 
 
@@ -46,8 +48,15 @@ class WorkerRegistry:
         self.hostname = hostname or socket.gethostname()
         self.lease_s = lease_s
 
-    def register(self, executor_id: str, role: str = "local") -> None:
-        """Record this process as a live executor, its lease starting now."""
+    def register(
+        self,
+        executor_id: str,
+        role: str = "local",
+        sandbox: str | None = None,
+        sandbox_reason: str | None = None,
+    ) -> None:
+        """Record this process as a live executor, its lease starting now (with the sandbox
+        its tools run in, when it serves the fleet)."""
         now = time.time()
         pid = os.getpid()
         with self.engine.begin() as conn:
@@ -61,6 +70,8 @@ class WorkerRegistry:
                     heartbeat_at=now,
                     stopped=False,
                     role=role,
+                    sandbox=sandbox,
+                    sandbox_reason=sandbox_reason,
                 )
             )
 

@@ -22,6 +22,7 @@ app = typer.Typer(
 # and a planner's `dispatch` should not wait for the others (the fleet path's start-up
 # must stay well under a second).
 COMMAND_MODULES = {
+    "agents": "agents",
     "artifacts": "artifacts",
     "demo": "demo",
     "dispatch": "dispatch",
@@ -29,12 +30,15 @@ COMMAND_MODULES = {
     "template": "dispatch",
     "fake-llm": "fake_llm",
     "init": "init",
+    "uninstall": "init",
     "key": "keys",
     "maintain": "maintain",
     "provider": "providers",
     "run": "run",
     "sessions": "sessions",
+    "skills": "skills",
     "status": "status",
+    "system": "system",
     "usage": "usage",
     "worker": "worker",
     "workers": "workers",
@@ -47,12 +51,13 @@ def _group() -> None:
     pass
 
 
-def _register(argv: list[str]) -> None:
+def _register(argv: list[str] | None = None) -> None:
     """Import the module of the command named on the command line (all of them for the
-    top-level help or an unknown name); command modules register themselves on import."""
+    top-level help, an unknown name or no command line); command modules register
+    themselves on import."""
     import importlib
 
-    name = next((a for a in argv if not a.startswith("-")), None)
+    name = next((a for a in argv or [] if not a.startswith("-")), None)
     modules = [COMMAND_MODULES[name]] if name in COMMAND_MODULES else COMMAND_MODULES.values()
     for module in dict.fromkeys(modules):
         importlib.import_module(f"swarmdeck.cli.{module}")

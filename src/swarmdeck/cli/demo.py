@@ -21,6 +21,8 @@ from swarmdeck.cli.sessions import render_tree
 if TYPE_CHECKING:
     from swarmdeck.runtime.host import Host
 
+# The provider the closing hint sends a new user to.
+NEXT_PROVIDER = "openai"
 DEMO_TASK = (
     "Review this small project with the help of sub-agents, write NOTES.md with what a "
     "newcomer should know about calc.py, store a review report, and submit a result."
@@ -150,6 +152,12 @@ def _summary(console: Console, host: Host, session_id: str, project: Path) -> No
         f"transcript: [bold]swarmdeck sessions show {session.id}[/]   "
         f"tree: [bold]swarmdeck sessions tree {session.id}[/]\n"
         f"(stored in {host.settings.store_url.removeprefix('sqlite:///')})\n"
-        "next: point swarmdeck at a real provider — `swarmdeck key set openai`, then\n"
-        f'      `swarmdeck run "explain this repo" --model openai:gpt-4.1 --workdir .`'
+        f"next: point swarmdeck at a real provider — `swarmdeck key set {NEXT_PROVIDER}`, then\n"
+        f'      `swarmdeck run "explain this repo" --model {_real_model(host)} --workdir .`'
     )
+
+
+def _real_model(host: Host) -> str:
+    """The model a first real run would use: OpenAI's default as the provider files say."""
+    config = host.services.providers.get(NEXT_PROVIDER)
+    return f"{config.key}:{config.model}"

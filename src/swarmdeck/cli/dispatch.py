@@ -36,7 +36,7 @@ WorktreeOpt = Annotated[
 ]
 TimeoutOpt = Annotated[
     float | None,
-    typer.Option("--timeout", help="Wall-clock limit in seconds (default 1800; 0: none)."),
+    typer.Option("--timeout", min=0, help="Wall-clock limit in seconds (default 1800; 0: none)."),
 ]
 IdleTimeoutOpt = Annotated[
     float | None,
@@ -49,8 +49,35 @@ SessionOpt = Annotated[
     str | None, typer.Option("--session", help="With --mode resume: the session to continue.")
 ]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print what would run; call no model.")]
-MaxStepsOpt = Annotated[
-    int | None, typer.Option("--max-steps", help="Model turns allowed (default: the mode's cap).")
+MaxTurnsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-turns",
+        min=1,
+        help="Model turns allowed: the verdict's step_cap (default: the mode's cap; 50 for TASK).",
+    ),
+]
+# The old spelling: the verdict counts model turns as `steps`.
+MaxStepsOpt = Annotated[int | None, typer.Option("--max-steps", min=1, hidden=True)]
+MaxTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-tokens", min=1, help="Token budget (input + output); the run ends when spent."
+    ),
+]
+MaxCostOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--max-cost",
+        min=0,
+        help="Cost budget in USD (more than 0); needs a model with known prices.",
+    ),
+]
+MaxChildrenOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-children", min=0, help="Sub-agents the session may have live at once (default 50)."
+    ),
 ]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")]
 LocalOpt = Annotated[
@@ -65,6 +92,13 @@ DetachOpt = Annotated[
     typer.Option(
         "--detach",
         help="Hand the session to the fleet's workers and return at once (prints its started line).",
+    ),
+]
+NoSandboxOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-sandbox",
+        help="Code/resume: run shell tools without a sandbox (where none works they refuse).",
     ),
 ]
 
@@ -107,6 +141,16 @@ class HumanCommand(PlannerCommand):
 FLAGS = {"timeout_s": "timeout", "idle_timeout_s": "idle-timeout", "progress": "quiet"}
 
 
+def turn_cap(max_turns: int | None, max_steps: int | None) -> int | None:
+    """--max-turns, or its old spelling --max-steps; both at once must agree."""
+    if max_turns is not None and max_steps is not None and max_turns != max_steps:
+        raise UsageError(
+            f"--max-turns {max_turns} and --max-steps {max_steps} disagree",
+            "pass --max-turns only (--max-steps is its old name)",
+        )
+    return max_turns if max_turns is not None else max_steps
+
+
 def dispatch_options(**values: Any) -> Any:
     """DispatchOptions from command-line values; a bad value is a one-line UsageError."""
     from swarmdeck.dispatch.plan import DispatchOptions
@@ -115,6 +159,7 @@ def dispatch_options(**values: Any) -> Any:
         raise UsageError("--provider is required", "e.g. --provider glm or --provider glm:glm-5.1")
     if not values.get("mode"):
         raise UsageError("--mode is required", "one of code, explore, test, review, resume")
+    values["max_turns"] = turn_cap(values.get("max_turns"), values.pop("max_steps", None))
     try:
         return DispatchOptions(**values)
     except ValidationError as exc:
@@ -141,7 +186,7 @@ def run_contract(out: ContractStdout, opts: Any, *, started_line: bool) -> int:
         else:
             print(
                 f"swarmdeck: run {started.run_id} · {started.mode} on {started.model} · "
-                f"log {started.log_path}",
+                f"sandbox {started.sandbox} · log {started.log_path}",
                 file=sys.stderr,
             )
 
@@ -227,10 +272,15 @@ def dispatch(
     idle_timeout: IdleTimeoutOpt = None,
     session: SessionOpt = None,
     dry_run: DryRunOpt = False,
-    max_steps: MaxStepsOpt = None,
+    max_turns: MaxTurnsOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    max_cost: MaxCostOpt = None,
+    max_children: MaxChildrenOpt = None,
     quiet: QuietOpt = False,
     local: LocalOpt = False,
     detach: DetachOpt = False,
+    max_steps: MaxStepsOpt = None,
+    no_sandbox: NoSandboxOpt = False,
 ) -> None:
     """Run one bounded task on a worker. stdout: exactly two JSON lines, started and verdict
     (with --detach: the started line alone)."""
@@ -248,8 +298,13 @@ def dispatch(
             "idle_timeout_s": idle_timeout,
             "session": session,
             "dry_run": dry_run,
+            "max_turns": max_turns,
             "max_steps": max_steps,
+            "max_tokens": max_tokens,
+            "max_cost": max_cost,
+            "max_children": max_children,
             "progress": not quiet,
+            "no_sandbox": no_sandbox,
         },
         started_line=True,
         json_errors=True,
@@ -273,7 +328,13 @@ def fanout(
         typer.Option("--job", help="PROVIDER:MODE:TASK_FILE; repeat for each job."),
     ] = None,
     jobs_file: Annotated[
-        Path | None, typer.Option("--jobs-file", help="A YAML file of jobs (see the docs).")
+        Path | None,
+        typer.Option(
+            "--jobs-file",
+            help="A YAML file: `jobs:` [{provider, mode, task_file or task, workdir, "
+            "worktree, timeout, max_turns...}] and optional `defaults:`. Format: "
+            "docs/fanout.md in the swarmdeck repository.",
+        ),
     ] = None,
     workdir: WorkdirOpt = None,
     worktree: Annotated[
@@ -298,8 +359,9 @@ def fanout(
                 timeout_s=timeout,
                 idle_timeout_s=idle_timeout,
             )
+            # Nothing is on stdout before the array: a refusal here still gets the error line.
+            verdicts = run_fanout(jobs, max_parallel=max_parallel)
         except SwarmdeckError as exc:
             fail(exc.message, exc.hint, json_line=True, out=_Emitter(out))
-        verdicts = run_fanout(jobs, max_parallel=max_parallel)
         out.emit(json.dumps(verdicts, ensure_ascii=False))
     sys.exit(0 if all(v.get("verdict") == "completed" for v in verdicts) else 3)

@@ -14,9 +14,21 @@ from swarmdeck.errors import UsageError
 @app.command("fake-llm")
 def fake_llm(
     script: Annotated[Path, typer.Option(help="YAML or JSON script of the model's replies.")],
-    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0 picks a free one).")] = 0,
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="Port on 127.0.0.1 (0 picks a free one).")
+    ] = 0,
 ) -> None:
-    """Serve OpenAI- and Anthropic-compatible endpoints that answer from a script."""
+    """Serve OpenAI- and Anthropic-compatible endpoints that answer from a script.
+
+    The script (YAML, or JSON by its .json suffix) holds `scenarios:`, a list.
+    A scenario has an optional `match` (a substring of the first user message;
+    the last scenario without one is the fallback) and `turns`, the answers in
+    order. A turn has `text`, `tool_calls` ([{name, arguments}]), `reasoning`,
+    `delay` (seconds before answering), `chunk_delay` (seconds between streamed
+    events), `usage` ({input, output...}) and `fault` ({status, retry_after,
+    times, body, cut_stream, malformed_arguments, ignore_stream, empty_stream,
+    omit_usage}). Unknown keys are refused.
+    """
     from swarmdeck.testing.fake_llm import run_fake_llm
 
     if not script.is_file():

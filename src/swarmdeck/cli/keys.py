@@ -39,7 +39,7 @@ def set_key(
     """Store a provider's key: a hidden prompt, or stdin for scripts (never an argument)."""
     _known_provider(provider)
     if stdin or not sys.stdin.isatty():
-        key = sys.stdin.readline().strip()
+        key = _key_from_stdin(provider)
     else:
         key = getpass.getpass(f"API key for {provider} (input hidden): ").strip()
     if not key:
@@ -48,6 +48,22 @@ def set_key(
         )
     _store().set(provider, key)
     print(json.dumps({"provider": provider, "stored": True}))
+
+
+def _key_from_stdin(provider: str) -> str:
+    """The one line piped in; more than one is refused (which of them is the key?)."""
+    from swarmdeck.secrets.store import MAX_KEY_BYTES
+
+    if sys.stdin.isatty():  # typed with --stdin: the line ends at Enter
+        return sys.stdin.readline().strip()
+    lines = [line.strip() for line in sys.stdin.read(MAX_KEY_BYTES + 1).splitlines()]
+    lines = [line for line in lines if line]
+    if len(lines) > 1:
+        raise UsageError(
+            f"stdin holds {len(lines)} lines and a key is one line; nothing was stored",
+            f'pipe the key alone: `printf %s "$KEY" | swarmdeck key set {provider}`',
+        )
+    return lines[0] if lines else ""
 
 
 @key_app.command("rm")

@@ -56,7 +56,7 @@ def _worktrees_dir() -> Path:
     return load_settings().home / WORKTREES_DIR
 
 
-@worktrees_app.command("list", cls=HumanCommand)
+@worktrees_app.command("ls", cls=HumanCommand)
 def list_worktrees(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON array on stdout.")] = False,
 ) -> None:
@@ -78,7 +78,7 @@ def list_worktrees(
         print(f"{w.path}  ({w.repo}{session})  {state}")
 
 
-@worktrees_app.command("remove", cls=HumanCommand)
+@worktrees_app.command("rm", cls=HumanCommand)
 def remove_worktree(
     path: Annotated[Path, typer.Argument(help="The worktree to remove.")],
     force: Annotated[
@@ -90,3 +90,8 @@ def remove_worktree(
 
     remove(path, _worktrees_dir(), force=force)
     print(f"removed {path}")
+
+
+# The old names, kept working but out of the help: every group says `ls` and `rm`.
+worktrees_app.command("list", cls=HumanCommand, hidden=True)(list_worktrees)
+worktrees_app.command("remove", cls=HumanCommand, hidden=True)(remove_worktree)

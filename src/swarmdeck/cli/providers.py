@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from swarmdeck.cli.app import app
+from swarmdeck.cli.dispatch import HumanCommand
 from swarmdeck.config import load_settings
 from swarmdeck.errors import ConfigError
 
@@ -17,6 +18,8 @@ provider_app = typer.Typer(
     help="List, inspect, add and remove LLM providers.", no_args_is_help=True
 )
 app.add_typer(provider_app, name="provider")
+
+DEFAULT_CONCURRENCY = 4
 
 
 def _registry():
@@ -74,21 +77,46 @@ def show(key: Annotated[str, typer.Argument(help="Provider key, e.g. deepseek.")
     print(json.dumps(doc, indent=2))
 
 
-@provider_app.command("add")
+@provider_app.command("add", cls=HumanCommand)
 def add(
     key: Annotated[str, typer.Argument(help="Provider key (lowercase).")],
     base_url: Annotated[str, typer.Option(help="API endpoint, e.g. http://127.0.0.1:8000/v1")],
     model: Annotated[str, typer.Option(help="Default model name.")],
     kind: Annotated[str, typer.Option(help="openai (compatible) or anthropic.")] = "openai",
     needs_key: Annotated[bool, typer.Option(help="Whether requests need an API key.")] = True,
-    concurrency: Annotated[int, typer.Option(help="Requests in flight at once, all workers.")] = 4,
-    rpm: Annotated[int | None, typer.Option(help="Requests per minute, all workers.")] = None,
+    concurrency: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Requests in flight at once, all workers. A single-slot local server "
+            "(llama.cpp's default) cuts extra streams off: give it --concurrency 1.",
+        ),
+    ] = DEFAULT_CONCURRENCY,
+    rpm: Annotated[
+        int | None, typer.Option(min=1, help="Requests per minute, all workers.")
+    ] = None,
+    context_tokens: Annotated[
+        int | None, typer.Option(min=1, help="The model's context window, in tokens.")
+    ] = None,
+    output_tokens: Annotated[
+        int | None, typer.Option(min=1, help="Most tokens one answer may have.")
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(min=0, help="Seconds to wait for a call to answer (timeout_s; default 600)."),
+    ] = None,
 ) -> None:
-    """Add (or replace) a user provider file under the home dir."""
+    """Add (or replace) a user provider file under the home dir.
+
+    A local server that serves one request at a time, such as llama.cpp, needs
+    `--concurrency 1`: with the default of 4, the streams it cannot serve are cut off.
+    """
     from pydantic import ValidationError
 
     from swarmdeck.models.registry import ProviderConfig
 
+    optional = {"context_tokens": context_tokens, "output_tokens": output_tokens}
+    optional["timeout_s"] = timeout
     try:
         config = ProviderConfig(
             key=key,
@@ -99,12 +127,13 @@ def add(
             needs_key=needs_key,
             concurrency=concurrency,
             rpm=rpm,
+            **{name: value for name, value in optional.items() if value is not None},
         )
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise ConfigError(
-            f"invalid provider: {'.'.join(map(str, first['loc']))}: {first['msg']}"
-        ) from exc
+        field = ".".join(map(str, first["loc"]))
+        flag = {"timeout_s": "timeout"}.get(field, field).replace("_", "-")
+        raise ConfigError(f"invalid provider: --{flag}: {first['msg']}") from exc
     path = _registry().add(config, load_settings().providers_dir)
     print(json.dumps({"added": key, "file": str(path)}))
 

@@ -13,9 +13,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from swarmdeck.catalog.records import TERMINAL_STATUSES, SessionRecord
+from swarmdeck.catalog.records import STATUSES, TERMINAL_STATUSES, SessionRecord
 from swarmdeck.cli.app import app
 from swarmdeck.config import load_settings
+from swarmdeck.errors import UsageError
 from swarmdeck.ui.progress import ProgressPrinter
 
 if TYPE_CHECKING:
@@ -62,11 +63,20 @@ def _title(s: SessionRecord) -> str:
 
 @sessions_app.command("ls")
 def ls(
-    status: Annotated[str | None, typer.Option(help="Only sessions with this status.")] = None,
-    limit: Annotated[int, typer.Option(help="How many, newest first.")] = 30,
+    status: Annotated[
+        str | None,
+        typer.Option(
+            help=f"Only sessions with this status: {', '.join((*STATUSES, ORPHANED))} "
+            "(orphaned: its worker died and no one has taken it over yet)."
+        ),
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, help="How many, newest first.")] = 30,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON array on stdout.")] = False,
 ) -> None:
     """List sessions, newest first."""
+    listable = (*STATUSES, ORPHANED)
+    if status is not None and status not in listable:
+        raise UsageError(f"unknown status {status!r}", f"use one of: {', '.join(listable)}")
     catalog = open_catalog()
     if status == ORPHANED:  # derived: the live sessions nobody runs
         rows = [s for s in catalog.list_sessions(limit=100_000) if not s.terminal]
@@ -79,7 +89,8 @@ def ls(
         print(json.dumps([_summary(s, s.id in orphaned) for s in rows]))
         return
     if not rows:
-        Console(stderr=True).print("no sessions yet — try `swarmdeck demo`")
+        empty = f"no {status} sessions" if status else "no sessions yet — try `swarmdeck demo`"
+        Console(stderr=True).print(empty)
         return
     table = Table(box=None, header_style="bold")
     for col in ("id", "status", "mode", "model", "parent", "created", "task"):
@@ -142,7 +153,12 @@ def show(
             "result": s.result,
             "final_text": s.final_text,
             "error": s.error,
-            "usage": {"turns": usage.turns, **usage.tokens(), "cost_usd": usage.cost_usd},
+            "usage": {
+                "turns": usage.turns,
+                **usage.tokens(),
+                "estimated_turns": usage.estimated_turns,
+                "cost_usd": usage.cost_usd,
+            },
             "events": [{"seq": e.seq, "kind": e.kind, "payload": e.payload} for e in events],
         }
         print(json.dumps(doc, ensure_ascii=False))
@@ -153,7 +169,8 @@ def show(
     if s.parent_id:
         console.print(f"parent {s.parent_id}")
     cost = f" · ${usage.cost_usd:.4f}" if usage.cost_usd is not None else ""
-    console.print(f"turns {usage.turns} · tokens in {usage.input} out {usage.output}{cost}")
+    tokens = f"tokens in {usage.input} out {usage.output}{usage.estimated_note}"
+    console.print(f"turns {usage.turns} · {tokens}{cost}")
     if s.error:
         console.print(f"[red]error[/] {s.error}")
     console.print()
@@ -195,17 +212,22 @@ def tail(
 def resume(
     session_id: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
 ) -> None:
-    """Resume a session whose process died: take over its work and run it to the end here."""
+    """Resume a session whose process died, or that failed (on a provider error, say):
+    take over its work, or ask the model again, and run it to the end here."""
     from swarmdeck.cli.hosting import session_host
     from swarmdeck.cli.run import exit_code_for, run_and_follow
 
     host = session_host(serve_queue=True)
     sid = host.catalog.resolve_session_id(session_id)
+    failed = host.catalog.get_session(sid).status == "failed"
 
     async def go() -> str:
         try:
             host.launch().recover_dead_workers()
-            outcome = await run_and_follow(host, sid)
+            if failed:
+                # A new generation: the turn that failed is asked again.
+                await host.retry_session(sid)
+            outcome = await run_and_follow(host, sid, start=not failed)
             return outcome.get("status", "failed")
         finally:
             await host.services.close_models()
@@ -216,6 +238,12 @@ def resume(
     print(final.final_text or "")
     print(f"session {sid}: {final.status}", file=sys.stderr)
     raise typer.Exit(exit_code_for(status))
+
+
+def require_text(text: str, what: str, usage: str) -> None:
+    """Refuse an empty (or blank) message before anything is stored."""
+    if not text.strip():
+        raise UsageError(f"the {what} is empty; nothing was sent", f"give it some text: `{usage}`")
 
 
 @sessions_app.command("send")
@@ -230,6 +258,7 @@ def send(
     """Deliver a message to a session; kept until a worker runs it if none does now."""
     from swarmdeck.runtime.host import Host
 
+    require_text(text, "message", f'swarmdeck sessions send {session_id} "TEXT"')
     host = Host()
     sid = host.catalog.resolve_session_id(session_id)
     fresh = host.send(sid, text, msg_id)
@@ -245,6 +274,7 @@ def answer(
     """Answer a session that asked the user a question (status input_required)."""
     from swarmdeck.runtime.host import Host
 
+    require_text(text, "answer", f'swarmdeck sessions answer {session_id} "TEXT"')
     host = Host()
     sid = host.catalog.resolve_session_id(session_id)
     fresh = host.answer(sid, text, msg_id)
@@ -285,12 +315,21 @@ def rm(
 
 @sessions_app.command("tree")
 def tree_cmd(
-    session_id: Annotated[str, typer.Argument(help="Any session of the tree.")],
+    session_id: Annotated[
+        str | None, typer.Argument(help="Any session of the tree; default: every live tree.")
+    ] = None,
 ) -> None:
     """Show a session tree: parent, sub-agents and their statuses."""
     catalog = open_catalog()
-    root = catalog.get_session(catalog.resolve_session_id(session_id)).root_id
-    Console().print(render_tree(catalog, root))
+    if session_id is not None:
+        root = catalog.get_session(catalog.resolve_session_id(session_id)).root_id
+        Console().print(render_tree(catalog, root))
+        return
+    roots = sorted({catalog.get_session(i).root_id for i in catalog.live_session_ids()})
+    if not roots:
+        Console(stderr=True).print("no live sessions")
+    for root in roots:
+        Console().print(render_tree(catalog, root))
 
 
 def render_tree(catalog: Catalog, root_id: str) -> object:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Annotated, Any
 
@@ -21,28 +22,43 @@ def _store_label(url: str) -> dict[str, str]:
     return {"kind": "postgresql", "where": host}
 
 
+async def _probe_all(base_urls: list[str]) -> dict[str, str | None]:
+    """Probe endpoints at once: why each does not answer (None when it does)."""
+    from swarmdeck.models.reach import probe
+
+    unique = sorted(set(base_urls))
+    found = await asyncio.gather(*(probe(url) for url in unique))
+    return dict(zip(unique, found, strict=True))
+
+
 def collect_status() -> dict[str, Any]:
     """Everything `status` reports, as plain data."""
     from swarmdeck.cli.sessions import open_catalog
     from swarmdeck.cli.workers import fleet_status
     from swarmdeck.models.registry import ProviderRegistry
     from swarmdeck.secrets.store import CredentialStore
-    from swarmdeck.tools.sandbox import detect_sandbox
+    from swarmdeck.tools.sandbox import sandbox_in_force
 
     settings = load_settings()
     store = CredentialStore(settings.credentials_dir)
-    providers = [
-        {
+    configs = ProviderRegistry.load(settings.providers_dir).all()
+    # A keyless provider (Ollama, vLLM) is a server of the user's: ready only if it answers.
+    silence = asyncio.run(_probe_all([p.base_url for p in configs if not p.needs_key]))
+    providers = []
+    for p in configs:
+        entry: dict[str, Any] = {
             "key": p.key,
             "kind": p.kind,
             "model": f"{p.key}:{p.model}",
             "needs_key": p.needs_key,
             "has_key": store.has(p.key) if p.needs_key else None,
-            "ready": (not p.needs_key) or store.has(p.key),
+            "ready": store.has(p.key),
         }
-        for p in ProviderRegistry.load(settings.providers_dir).all()
-    ]
-    sandbox = detect_sandbox()
+        if not p.needs_key:
+            why = silence[p.base_url]
+            entry.update(ready=why is None, answering=why is None, not_answering=why)
+        providers.append(entry)
+    sandbox = sandbox_in_force(settings.no_sandbox)
     catalog = open_catalog()
     fleet = fleet_status()
     counts: dict[str, int] = {}
@@ -54,14 +70,32 @@ def collect_status() -> dict[str, Any]:
         "store": _store_label(settings.store_url),
         "providers": providers,
         "sandbox": {
+            "kind": sandbox.kind,
             "active": sandbox.available,
             "reason": sandbox.reason,
             "version": sandbox.version,
+            "opted_out": settings.no_sandbox,
         },
         "workers": fleet["workers"],
         "fleet": fleet,
         "sessions": counts,
     }
+
+
+def _sandbox_line(sb: dict[str, Any]) -> str:
+    """What confines shell tools here, and what that means for the modes."""
+    from swarmdeck.tools.sandbox import INSTALL_HINT
+
+    if sb["kind"] == "bwrap":
+        return f"[green]bwrap[/] (bubblewrap {sb['version'] or ''})"
+    if sb["kind"] == "landlock":
+        return f"[green]landlock[/] (ABI {sb['version']}; bubblewrap confines more)"
+    effect = (
+        "read-only modes have no shell; write modes run it unconfined (you opted out)"
+        if sb["opted_out"]
+        else "read-only modes have no shell; write modes refuse it unless --no-sandbox"
+    )
+    return f"[yellow]none[/]: {sb['reason']}; {effect}; {INSTALL_HINT}"
 
 
 @app.command()
@@ -76,18 +110,19 @@ def status(
     console = Console()
     console.print(f"[bold]swarmdeck {doc['version']}[/]  home {doc['home']}")
     console.print(f"store   {doc['store']['kind']} ({doc['store']['where']})")
-    sb = doc["sandbox"]
-    state = (
-        f"[green]active[/] (bubblewrap {sb['version'] or ''})"
-        if sb["active"]
-        else f"[yellow]inactive[/]: {sb['reason']}; the tool policy still holds"
-    )
-    console.print(f"sandbox {state}")
+    console.print(f"sandbox {_sandbox_line(doc['sandbox'])}", highlight=False)
     ready = [p["key"] for p in doc["providers"] if p["ready"]]
-    missing = [p["key"] for p in doc["providers"] if not p["ready"]]
+    missing = [p["key"] for p in doc["providers"] if p["needs_key"] and not p["ready"]]
+    silent = [p for p in doc["providers"] if not p["needs_key"] and not p["ready"]]
     console.print(f"providers ready: {', '.join(ready) or 'none'}")
     if missing:
         console.print(f"providers without a key: {', '.join(missing)}  (swarmdeck key set NAME)")
+    for p in silent:
+        console.print(
+            f"provider {p['key']} not answering: {p['not_answering']}  "
+            f"(start its server, or fix base_url: swarmdeck provider show {p['key']})",
+            markup=False,
+        )
     console.print(f"workers alive: {len(doc['workers'])}")
     from swarmdeck.cli.workers import print_fleet
 

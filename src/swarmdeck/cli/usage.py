@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from swarmdeck.catalog.records import estimated_note
 from swarmdeck.cli.app import app
 from swarmdeck.cli.sessions import open_catalog
 from swarmdeck.errors import UsageError
@@ -47,6 +48,7 @@ def usage(
                 {
                     "turns": totals.turns,
                     "tokens": totals.tokens(),
+                    "estimated_turns": totals.estimated_turns,
                     "cost_usd": totals.cost_usd,
                     "by_model": totals.by_model,
                 }
@@ -58,9 +60,22 @@ def usage(
         table.add_column(col, justify="right" if col != "model" else "left")
     for model, row in sorted(totals.by_model.items()):
         cost = f"${row['cost_usd']:.4f}" if row["cost_usd"] is not None else "unknown"
-        table.add_row(model, str(row["turns"]), str(row["input"]), str(row["output"]), cost)
+        note = estimated_note(row["estimated_turns"], row["turns"])
+        table.add_row(
+            model, str(row["turns"]), f"{row['input']}{note}", f"{row['output']}{note}", cost
+        )
     total_cost = f"${totals.cost_usd:.4f}" if totals.cost_usd is not None else "unknown"
+    note = totals.estimated_note
     table.add_row(
-        "[bold]total[/]", str(totals.turns), str(totals.input), str(totals.output), total_cost
+        "[bold]total[/]",
+        str(totals.turns),
+        f"{totals.input}{note}",
+        f"{totals.output}{note}",
+        total_cost,
     )
     Console().print(table)
+    if note:
+        Console(stderr=True).print(
+            "(estimated): the provider reported no token counts for those turns; "
+            "they were estimated at a token per 4 characters"
+        )

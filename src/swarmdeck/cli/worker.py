@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 SETTLE_POLL_SECONDS = 0.1
 # Statuses of a session that is doing something (a turn, a tool, a timer).
 BUSY_STATUSES = ("pending", "running", "waiting")
+# How often a worker checks that the store's enabled system agents run (a check costs one
+# read on a store without any).
+SYSTEM_AGENTS_SECONDS = 2.0
 # Exit code of a worker that found its lease taken over and was told not to start again.
 EXIT_LEASE_LOST = 75
 
@@ -36,7 +39,7 @@ def worker(
         bool, typer.Option(help="Recover dead workers' sessions, run until idle, then exit.")
     ] = False,
     max_seconds: Annotated[
-        float, typer.Option(help="With --once: exit after this long even if not idle.")
+        float, typer.Option(min=0, help="With --once: exit after this long even if not idle.")
     ] = 600.0,
     processes: Annotated[
         int | None,
@@ -76,7 +79,12 @@ def worker(
 async def _serve(host: Host, engine: Engine, console: Console, once: bool, max_s: float) -> None:
     from swarmdeck.catalog.catalog import HANDOVER_CHANNEL
     from swarmdeck.catalog.notify import listen
-    from swarmdeck.runtime.duties import fleet_loop
+    from swarmdeck.runtime.duties import Duty, fleet_loop
+    from swarmdeck.runtime.system_agents import keep_system_agents
+
+    async def keep_system() -> None:
+        for line in await keep_system_agents(host):
+            console.print(line)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -87,11 +95,13 @@ async def _serve(host: Host, engine: Engine, console: Console, once: bool, max_s
         if claimed:
             console.print(f"took over the sessions of {', '.join(claimed)}")
         await asyncio.to_thread(engine.take_handovers)
+        await keep_system()
         if not await settle(host, engine, stop, max_s):
             console.print(f"still busy after {max_s:g} s; exiting anyway")
         return
     notified = not host.settings.is_sqlite
     duties, handover = fleet_loop(engine, console.print, notified)
+    duties.add(Duty("keep system agents", SYSTEM_AGENTS_SECONDS, keep_system))
     listener = None
     if notified:
         listener = listen(host.settings.store_url, HANDOVER_CHANNEL, lambda: duties.wake(handover))

@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from swarmdeck.catalog.direct import DirectCatalog
+from swarmdeck.catalog.direct import DirectCatalog, is_driver_error
+from swarmdeck.catalog.liveness import WorkerRow
 from swarmdeck.catalog.records import EventRecord, SessionRecord, UsageTotals
 from swarmdeck.config import Settings
+from swarmdeck.tools.sandbox_info import OPTED_OUT_REASON, SandboxInfo
 
 CANCEL_WAIT_S = 10.0
 # A session handed to the fleet that no worker took this long is taken back, to run here,
@@ -108,12 +110,19 @@ class LocalDriver:
     async def watch(self, session_id: str) -> None:
         """Nothing to watch: the outcome says when it ends."""
 
+    def sandbox(self, opted_out: bool) -> SandboxInfo:
+        """The sandbox this process's tools run in (`opted_out`: --no-sandbox)."""
+        from swarmdeck.tools.sandbox import sandbox_in_force
+
+        return sandbox_in_force(opted_out or self.host.settings.no_sandbox)
+
+    def sandbox_of_run(self, session_id: str, opted_out: bool) -> SandboxInfo | None:
+        """The sandbox the session's tools ran in: this process's."""
+        return self.sandbox(opted_out)
+
     async def stop(self, session_id: str, why: str) -> None:
         """Cancel the session tree; what was done stays in the catalog, resumable."""
-        # Cancelled steps make the engine log warnings; the verdict says what happened.
-        logging.getLogger("dbos").setLevel(logging.ERROR)
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.host.cancel(session_id, why), CANCEL_WAIT_S)
+        await stop_session(self.host, session_id, why)
 
     def shutdown(self) -> None:
         """Stop the engine."""
@@ -159,9 +168,26 @@ class FleetDriver:
         self._handed_at = time.monotonic()
         threading.Thread(target=_warm_up, daemon=True).start()
 
-    def live_workers(self) -> list[Any]:
+    def live_workers(self) -> list[WorkerRow]:
         """The live fleet workers serving the store."""
         return self.direct.fleet_workers(self.settings.hostname, self.settings.lease_seconds)
+
+    def sandbox(self, opted_out: bool) -> SandboxInfo | None:
+        """The sandbox a worker's tools will run the session in; None while that depends on
+        which worker takes it (the fleet's workers differ, or none is alive)."""
+        return fleet_sandbox(self.live_workers(), opted_out)
+
+    def sandbox_of_run(self, session_id: str, opted_out: bool) -> SandboxInfo | None:
+        """The sandbox the tools of the worker that ran the session (last) ran in."""
+        if self.local is not None:
+            return self.local.sandbox_of_run(session_id, opted_out)
+        if opted_out:
+            return SandboxInfo("none", OPTED_OUT_REASON)
+        executor = self.direct.get_session(session_id).executor
+        runner = self.direct.worker(executor) if executor else None
+        if runner is None or runner.sandbox is None:
+            return self.sandbox(opted_out)
+        return SandboxInfo(runner.sandbox, runner.sandbox_reason or "")  # type: ignore[arg-type]
 
     async def start(self, session_id: str, resume_text: str | None) -> None:
         """Nothing to start: the hand-over was the start."""
@@ -203,6 +229,34 @@ class FleetDriver:
             self.local.shutdown()
 
 
+def fleet_sandbox(workers: list[WorkerRow], opted_out: bool) -> SandboxInfo | None:
+    """The sandbox a session handed to these workers runs its tools in: none when its user
+    opted out (--no-sandbox), else the one the workers recorded, if they all agree."""
+    if opted_out:
+        return SandboxInfo("none", OPTED_OUT_REASON)
+    found = {(w.sandbox, w.sandbox_reason or "") for w in workers}
+    if len(found) != 1:
+        return None
+    kind, reason = found.pop()
+    return SandboxInfo(kind, reason) if kind else None  # type: ignore[arg-type]
+
+
+async def stop_session(host: Any, session_id: str, why: str) -> None:
+    """Stop a session whose run is given up; what was done stays in the catalog, resumable.
+
+    With the engine running here, its workflows are cancelled here; else (the session runs
+    on a fleet worker) the tree is cancelled in the catalog and its worker stops them."""
+    # Cancelled steps make the engine log warnings; the caller says what happened.
+    logging.getLogger("dbos").setLevel(logging.ERROR)
+    with contextlib.suppress(Exception):
+        if host.engine is not None and host.engine.launched:
+            await asyncio.wait_for(host.cancel(session_id, why), CANCEL_WAIT_S)
+        else:
+            from swarmdeck.runtime.tree import cancel_in_catalog
+
+            await asyncio.to_thread(cancel_in_catalog, host.catalog, session_id, why)
+
+
 def _warm_up() -> None:
     import importlib
 
@@ -233,7 +287,18 @@ def fleet_driver(
     if direct is None:
         return None
     driver = FleetDriver(settings, direct)
-    if require_workers and not driver.live_workers():
+    try:
+        if require_workers:
+            if not driver.live_workers():
+                driver.shutdown()
+                return None
+        else:
+            driver.direct.has_catalog()  # reading it works
+    except Exception as exc:
+        if not is_driver_error(exc):
+            raise
+        # A store that cannot be read (corrupt, unreachable): the in-process path opens it
+        # and says in one line what is wrong with it.
         driver.shutdown()
         return None
     return driver

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from swarmdeck.config import Settings, load_settings
 from swarmdeck.dispatch import guards
@@ -28,7 +28,7 @@ from swarmdeck.dispatch.verdict import (
     VERDICT_TYPE,
     Verdict,
 )
-from swarmdeck.errors import TaskRefusedError, UsageError
+from swarmdeck.errors import StoreError, TaskRefusedError, UsageError
 from swarmdeck.models.registry import ProviderRegistry
 from swarmdeck.secrets.redact import Redactor, load_redactor
 from swarmdeck.secrets.store import CredentialStore
@@ -54,7 +54,12 @@ class Job(BaseModel):
     worktree: bool = False
     timeout_s: float | None = Field(default=None, ge=0, alias="timeout")
     idle_timeout_s: float | None = Field(default=None, ge=0, alias="idle_timeout")
-    max_steps: int | None = Field(default=None, ge=1)
+    # `max_steps` is the old name of `max_turns`, still read.
+    max_turns: int | None = Field(
+        default=None, ge=1, validation_alias=AliasChoices("max_turns", "max_steps")
+    )
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_cost: float | None = Field(default=None, gt=0)
     session: str | None = None
 
 
@@ -125,7 +130,10 @@ def _read_jobs_file(path: Path, defaults: dict[str, Any]) -> list[dict[str, Any]
     if isinstance(data, list):
         data = {"jobs": data}
     if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
-        raise UsageError(f"{path}: expected a mapping with a list under 'jobs'", "see the docs")
+        raise UsageError(
+            f"{path}: expected a mapping with a list under 'jobs'",
+            "the format is in docs/fanout.md of swarmdeck",
+        )
     file_defaults = data.get("defaults") or {}
     if not isinstance(file_defaults, dict):
         raise UsageError(f"{path}: 'defaults' must be a mapping", "fix the file")
@@ -195,8 +203,13 @@ def dispatch_argv(job: Job, task_file: Path) -> list[str]:
         argv += ["--timeout", str(job.timeout_s)]
     if job.idle_timeout_s is not None:
         argv += ["--idle-timeout", str(job.idle_timeout_s)]
-    if job.max_steps is not None:
-        argv += ["--max-steps", str(job.max_steps)]
+    for flag, value in (
+        ("--max-turns", job.max_turns),
+        ("--max-tokens", job.max_tokens),
+        ("--max-cost", job.max_cost),
+    ):
+        if value is not None:
+            argv += [flag, str(value)]
     if job.session:
         argv += ["--session", job.session]
     return argv
@@ -218,7 +231,13 @@ class Fanout:
         dsettings = load_dispatch_settings(settings.home)
         self.default_timeout = dsettings.timeout_s
         self.dir = settings.runs_dir / f"fanout-{int(time.time() * 1000):x}-{os.getpid()}"
-        self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot create the fanout directory {self.dir}: {exc.strerror or exc}",
+                "the swarmdeck home (SWARMDECK_HOME) must be a writable directory",
+            ) from None
         self.procs: dict[int, asyncio.subprocess.Process] = {}
         self.interrupted = False
 
@@ -366,7 +385,7 @@ class Fanout:
             exit_code=exit_code,
             timed_out="timeout" in reason,
             interrupted=self.interrupted,
-            step_cap=job.max_steps or get_mode(job.mode).step_cap,
+            step_cap=job.max_turns or get_mode(job.mode).step_cap,
             parse_state="unavailable",
             parse_error="result: the worker printed no verdict, so no result could be read.",
             stderr_tail=tail,

@@ -23,6 +23,7 @@ from swarmdeck.config import Settings
 from swarmdeck.dispatch.modes import MODES, RESULT_EXAMPLES
 from swarmdeck.dispatch.settings import load_dispatch_settings
 from swarmdeck.dispatch.templates import task_template
+from swarmdeck.dispatch.verdict import SCHEMA_VERSION, VerdictClass
 from swarmdeck.errors import UsageError
 from swarmdeck.models.registry import ProviderConfig, ProviderRegistry
 from swarmdeck.secrets.store import CredentialStore
@@ -56,6 +57,31 @@ WHEN = {
     "resume": "Use it to continue a code session that stopped early or needs a follow-up, "
     "with `--session SESSION_ID` from its verdict. Same workdir or worktree, same memory.",
 }
+
+
+# What a planner should do after each verdict, in the contract's order of classification.
+VERDICT_ADVICE: dict[VerdictClass, str] = {
+    "completed": "a `result` that validates against the mode's schema; exit code 0. Verify "
+    "the claims you rely on.",
+    "step_capped_partial": "ran out of turns; work may be half-done. **Resume** it.",
+    "budget_exceeded": "ran out of its token or cost budget; resume with a narrower "
+    "instruction (and a new `--max-tokens`/`--max-cost`) or stop.",
+    "error": "a provider failure, timeout, interrupt or crash; `stderr_tail` says which. "
+    "Fix the cause (endpoint, key, limits), then resume a code run or dispatch again.",
+    "malformed": "the worker submitted a result and it still failed the schema after its "
+    "last correction. `parse_error` names the schema path that failed: say in the task what "
+    "that field must hold (or resume a code run with that one correction). The task itself "
+    "is usually fine; do not rewrite it.",
+    "unstructured": "the worker answered in prose and never called `submit_result`. Its "
+    "words are in `final_text_path` (read them: the answer may be there). Dispatch again, or "
+    "resume a code run, asking explicitly to end with a `submit_result` call in the schema.",
+    "empty": "almost no output and no result; check `stderr_tail`, the provider and the "
+    "task before trying again.",
+}
+
+
+def _verdicts_markdown() -> str:
+    return "\n".join(f"   - `{name}`: {advice}" for name, advice in VERDICT_ADVICE.items())
 
 
 def skill_dir(host: str, target: Path | None) -> Path:
@@ -136,6 +162,8 @@ def render(settings: Settings, overrides: dict[str, str] | None = None) -> dict[
         .replace("@MARKER@", MARKER)
         .replace("@ROUTES@", _routes_markdown(table, providers))
         .replace("@MODE_LINKS@", links)
+        .replace("@SCHEMA_VERSION@", SCHEMA_VERSION)
+        .replace("@VERDICTS@", _verdicts_markdown())
     }
     for mode, spec in MODES.items():
         example, rule = RESULT_EXAMPLES[mode]

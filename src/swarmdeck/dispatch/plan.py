@@ -37,8 +37,14 @@ class DispatchOptions(BaseModel):
     idle_timeout_s: float | None = Field(default=None, ge=0)
     session: str | None = None
     dry_run: bool = False
-    max_steps: int | None = Field(default=None, ge=1)
+    # The step cap: model turns allowed in this run (the verdict's `step_cap`).
+    max_turns: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_cost: float | None = Field(default=None, gt=0)
+    max_children: int | None = Field(default=None, ge=0)
     progress: bool = True
+    # The user accepts shell tools without a sandbox (write modes; read-only ones need one).
+    no_sandbox: bool = False
     # `run` exits 124 on a timeout; `dispatch` (None) exits 3 like any other unfinished run.
     timeout_exit_code: int | None = None
     # Run in this process even when a fleet worker serves the store.
@@ -63,6 +69,17 @@ class Plan:
     idle_timeout_s: float | None
     resume: SessionRecord | None = None
     redactor: Redactor = field(default_factory=Redactor)
+    budget: dict[str, float] = field(default_factory=dict)
+    max_children: int | None = None
+
+    def limit_options(self) -> dict[str, Any]:
+        """The session options that carry this run's budget and child limit."""
+        return limit_options(self.budget, self.max_children)
+
+    @property
+    def no_sandbox(self) -> bool:
+        """True when the user accepts tools without a sandbox (flag or settings.yaml)."""
+        return self.opts.no_sandbox or self.settings.no_sandbox
 
     def dry_run_doc(self) -> dict[str, Any]:
         """What would run, for --dry-run."""
@@ -79,12 +96,50 @@ class Plan:
             "worktree": self.opts.worktree,
             "session_id": self.resume.id if self.resume else None,
             "step_cap": self.step_cap,
+            "budget": self.budget,
+            "max_children": self.max_children,
             "tools": list(self.spec.tools),
             "timeout_s": self.timeout_s,
             "idle_timeout_s": self.idle_timeout_s,
             "system_prompt": self.spec.prompt(str(self.workdir), self.step_cap),
             "task": self.task,
         }
+
+
+def budget_of(
+    provider: ProviderConfig, model: str, max_tokens: int | None, max_cost: float | None
+) -> dict[str, float]:
+    """The session budget the flags ask for; a cost limit on an unpriced model is refused.
+
+    Without prices every call costs "unknown", so a cost limit would never stop anything.
+    """
+    budget: dict[str, float] = {}
+    if max_tokens is not None:
+        budget["max_tokens"] = float(max_tokens)
+    if max_cost is not None:
+        if max_cost <= 0:
+            raise UsageError("--max-cost must be more than 0", "e.g. --max-cost 0.50 (USD)")
+        from swarmdeck.models.pricing import cost_usd
+        from swarmdeck.models.types import Usage
+
+        if cost_usd(provider.key, model, Usage(input=1000, output=1000)) is None:
+            raise UsageError(
+                f"--max-cost: no prices are known for {provider.key}:{model}, so its cost "
+                "cannot be counted",
+                "limit it with --max-tokens instead",
+            )
+        budget["max_cost"] = float(max_cost)
+    return budget
+
+
+def limit_options(budget: dict[str, float], max_children: int | None) -> dict[str, Any]:
+    """Session options for a budget and a child limit (the runtime's own option names)."""
+    options: dict[str, Any] = {}
+    if budget:
+        options["budget"] = dict(budget)
+    if max_children is not None:
+        options["max_children"] = max_children
+    return options
 
 
 def _limit(value: float | None, default: float) -> float | None:
@@ -110,6 +165,12 @@ def prepare(opts: DispatchOptions, settings: Settings | None = None) -> Plan:
             "--detach hands a new session to the fleet; it cannot run here or resume one",
             "drop --local (or --detach)",
         )
+    if opts.no_sandbox and spec.read_only:
+        raise UsageError(
+            f"--no-sandbox does not apply to {spec.name} mode",
+            "a read-only mode runs the shell only inside a sandbox; without one it keeps "
+            "the file tools",
+        )
     registry = ProviderRegistry.load(settings.providers_dir)
     config, model_name = registry.resolve(opts.provider)
     credentials = CredentialStore(settings.credentials_dir)
@@ -119,13 +180,16 @@ def prepare(opts: DispatchOptions, settings: Settings | None = None) -> Plan:
         )
     redactor = load_redactor(credentials)
     guards.check_task_text(task, redactor)
+    if opts.session and redactor.contains_secret(opts.session):
+        # Not echoed, not looked up: an id that holds a key would land in the error line.
+        raise UsageError("--session refused: it contains a credential", "pass a session id")
     resume = _resume_target(settings, opts, redactor) if opts.session else None
     workdir = Path(resume.workdir) if resume else _workdir(opts.workdir)
     if opts.worktree:
         from swarmdeck.workspace.worktrees import check_clean
 
         check_clean(workdir)
-    cap = opts.max_steps or dsettings.step_caps.get(spec.name) or spec.step_cap
+    cap = opts.max_turns or dsettings.step_caps.get(spec.name) or spec.step_cap
     return Plan(
         opts=opts,
         settings=settings,
@@ -139,6 +203,8 @@ def prepare(opts: DispatchOptions, settings: Settings | None = None) -> Plan:
         idle_timeout_s=_limit(opts.idle_timeout_s, dsettings.idle_timeout_s),
         resume=resume,
         redactor=redactor,
+        budget=budget_of(config, model_name, opts.max_tokens, opts.max_cost),
+        max_children=opts.max_children,
     )
 
 

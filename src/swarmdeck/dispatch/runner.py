@@ -17,6 +17,7 @@ from swarmdeck.catalog.records import EventRecord
 from swarmdeck.config import Settings
 from swarmdeck.dispatch.drivers import LocalDriver, NewSession, Source, fleet_driver
 from swarmdeck.dispatch.plan import WORKTREES_DIR, Plan
+from swarmdeck.tools.sandbox_info import SandboxInfo, sandbox_warning
 from swarmdeck.workspace.rundir import RunDir
 
 if TYPE_CHECKING:
@@ -116,12 +117,14 @@ class Runner:
         from swarmdeck.dispatch.runlog import RunLog
 
         log = RunLog(paths.log, paths.events, to_stderr=plan.opts.progress)
-        started = self._started(paths, session_id, workdir)
+        sandbox = driver.sandbox(plan.opts.no_sandbox)
+        started = self._started(paths, session_id, workdir, sandbox)
         self.on_started(started)
         where = "handed to the fleet" if fleet else "in this process"
         log.note(
             f"started {paths.run_id}: {plan.spec.name} on {plan.model_ref} in {workdir} ({where})"
         )
+        self._warn_unconfined(sandbox, log)
         try:
             return asyncio.run(self._run(driver, session_id, cursor, paths, log, started_at))
         finally:
@@ -156,10 +159,16 @@ class Runner:
                 "max_turns": plan.step_cap,
                 "result_schema": plan.spec.name,
                 "one_shot": True,
+                # Only the flag travels: where the session runs, that home's settings.yaml
+                # decides the rest (the sandbox the started line names is that one).
+                "no_sandbox": plan.opts.no_sandbox,
+                **plan.limit_options(),
             },
         )
 
-    def _started(self, paths: RunPaths, session_id: str, workdir: Path) -> Started:
+    def _started(
+        self, paths: RunPaths, session_id: str, workdir: Path, sandbox: SandboxInfo | None
+    ) -> Started:
         plan = self.plan
         from swarmdeck.dispatch.verdict import Started
 
@@ -174,7 +183,17 @@ class Runner:
             idle_timeout_s=plan.idle_timeout_s,
             log_path=str(paths.log),
             events_path=str(paths.events),
+            sandbox=sandbox.kind if sandbox is not None else None,
         )
+
+    def _warn_unconfined(self, sandbox: SandboxInfo | None, log: RunLog) -> None:
+        """Say so when no sandbox will confine the session's tools."""
+        if sandbox is None or sandbox.available:
+            return
+        warning = sandbox_warning(self.plan.spec.read_only, sandbox.reason, sandbox.opted_out)
+        log.note(warning)
+        if not self.plan.opts.progress:  # note() printed it already otherwise
+            print(f"swarmdeck: {warning}", file=sys.stderr)
 
     def detach(self) -> Started:
         """Hand a new session to the fleet and return its started line, without waiting; a
@@ -200,7 +219,9 @@ class Runner:
                     file=sys.stderr,
                 )
             paths = _run_paths(plan.settings, session_id, False)
-            started = self._started(paths, session_id, workdir)
+            # The worker that will run it is not known yet: named when the fleet agrees.
+            sandbox = driver.sandbox(plan.opts.no_sandbox)
+            started = self._started(paths, session_id, workdir, sandbox)
             self.on_started(started)
             return started
         finally:
@@ -212,8 +233,20 @@ class Runner:
         assert record is not None
         events = driver.source.events(record.id)
         turns = sum(1 for ev in events if ev.kind == "assistant")
-        # The runtime counts turns over the whole session; this run gets a fresh allowance.
-        options = {**record.options, "max_turns": turns + self.plan.step_cap}
+        # The runtime counts turns and spending over the whole session; this run gets a
+        # fresh allowance of each limit it sets.
+        options = {
+            **record.options,
+            "max_turns": turns + self.plan.step_cap,
+            "no_sandbox": self.plan.opts.no_sandbox,
+        }
+        if self.plan.budget:
+            used = driver.source.usage_totals([record.id])
+            spent = {"max_tokens": used.input + used.output, "max_cost": used.cost_usd or 0.0}
+            budget = {k: spent[k] + v for k, v in self.plan.budget.items()}
+            options["budget"] = {**(record.options.get("budget") or {}), **budget}
+        if self.plan.max_children is not None:
+            options["max_children"] = self.plan.max_children
         driver.resume(record, options, prompt)
         return max((ev.id for ev in events), default=0)
 
@@ -241,7 +274,7 @@ class Runner:
             for ev in events:
                 if ev.id not in logged:  # what the cancel wrote, after following stopped
                     log.event(ev)
-            verdict = self._verdict(source, sid, cursor, events, end, paths, log, started_at)
+            verdict = self._verdict(driver, sid, cursor, events, end, paths, log, started_at)
             self.on_verdict(verdict)
             log.note(f"verdict {verdict.verdict} ({verdict.reason}) · {paths.verdict}")
             return verdict
@@ -290,7 +323,9 @@ class Runner:
                 if plan.timeout_s and now - start >= plan.timeout_s:
                     return _End("timeout")
                 if plan.idle_timeout_s and now - last_event >= plan.idle_timeout_s:
-                    return _End("idle_timeout")
+                    last_event = await _last_sign_of_life(driver.source, sid, last_event, now)
+                    if now - last_event >= plan.idle_timeout_s:
+                        return _End("idle_timeout")
                 if now - last_beat >= HEARTBEAT_S and now - last_event >= HEARTBEAT_S:
                     last_beat = now
                     log.note(
@@ -310,7 +345,7 @@ class Runner:
 
     def _verdict(
         self,
-        source: Source,
+        driver: Any,
         sid: str,
         cursor: int,
         events: list[EventRecord],
@@ -320,6 +355,7 @@ class Runner:
         started_at: float,
     ) -> Verdict:
         plan = self.plan
+        source: Source = driver.source
         run_start_ts = events[0].ts if events else time.time()
         record = source.get_session(sid)
         usage = source.usage_totals([sid], since=run_start_ts if cursor else None)
@@ -368,9 +404,23 @@ class Runner:
                 else plan.opts.timeout_exit_code
             ),
         )
-        verdict = build_verdict(facts)
+        sandbox = driver.sandbox_of_run(sid, plan.opts.no_sandbox)
+        verdict = build_verdict(facts).model_copy(
+            update={"sandbox": sandbox.kind if sandbox is not None else None}
+        )
         write_verdict_file(paths.verdict, verdict)
         return verdict
+
+
+async def _last_sign_of_life(source: Source, sid: str, last_event: float, now: float) -> float:
+    """When the session last showed it works (monotonic clock): its last event, or, if
+    later, its last activity touch (a model streaming a long answer touches the session
+    while no event comes; the session may run in another process, so this is read from
+    the catalog)."""
+    record = await asyncio.to_thread(source.get_session, sid)
+    if record.active_at is None:
+        return last_event
+    return max(last_event, now - max(0.0, time.time() - record.active_at))
 
 
 def _title(task: str) -> str:

@@ -13,11 +13,14 @@ from pydantic import BaseModel, Field
 from swarmdeck.catalog.records import EventRecord, UsageTotals
 from swarmdeck.dispatch.result_block import ParseState, read_block
 
-SCHEMA_VERSION = "1"
+# 2: a long final text without a result is `unstructured`, no longer `completed`; a
+# result still invalid after the last correction is `malformed`, no longer `empty`.
+SCHEMA_VERSION = "2"
 VERDICT_TYPE = "swarmdeck.verdict"
 STARTED_TYPE = "swarmdeck.started"
 ERROR_TYPE = "swarmdeck.error"
-EMPTY_TEXT_CHARS = 200
+# A final text this long without a result is `unstructured` (the model answered in prose).
+UNSTRUCTURED_TEXT_CHARS = 200
 STDERR_TAIL_BYTES = 500
 NO_MODEL_OUTPUT = "no model output"
 EXIT_COMPLETED = 0
@@ -25,7 +28,19 @@ EXIT_USAGE = 2
 EXIT_NOT_COMPLETED = 3
 EXIT_TIMEOUT = 124
 
-VerdictClass = Literal["completed", "step_capped_partial", "budget_exceeded", "error", "empty"]
+VerdictClass = Literal[
+    "completed",
+    "step_capped_partial",
+    "budget_exceeded",
+    "error",
+    "malformed",
+    "unstructured",
+    "empty",
+]
+# The verdicts whose runs left diagnostics worth a look (`stderr_tail`).
+TAILED_VERDICTS = frozenset({"error", "unstructured", "empty"})
+# The session's end reason when the model's last allowed submission was rejected too.
+RESULT_ATTEMPTS_USED_UP = "result_malformed"
 # Session end reasons that mean the run failed.
 FAILURE_REASONS = frozenset({"provider_error", "cancelled", "crashed", "worker_killed"})
 
@@ -62,6 +77,8 @@ class Started(BaseModel):
     idle_timeout_s: float | None
     log_path: str
     events_path: str
+    # What confines the worker's tools: bwrap, landlock or none.
+    sandbox: Literal["bwrap", "landlock", "none"] | None = None
 
 
 class Verdict(BaseModel):
@@ -90,6 +107,8 @@ class Verdict(BaseModel):
     result: dict[str, Any] | None = None
     final_text_path: str | None = None
     artifacts: list[str] = Field(default_factory=list)
+    # As in `started`; null only in a verdict fanout made up for a worker that printed none.
+    sandbox: Literal["bwrap", "landlock", "none"] | None = None
     stderr_tail: str | None = None
     # Beyond the table: why the run ended (submitted, model_done, step_cap, timeout...),
     # whether fanout made this verdict up for a worker that printed none, and the files.
@@ -114,7 +133,10 @@ def classify(
     interrupted: bool,
     final_text: str,
 ) -> VerdictClass:
-    """The contract's classification; the first rule that matches wins."""
+    """The contract's classification; the first rule that matches wins.
+
+    Only `completed` carries a validated result: a long text without one is `unstructured`.
+    """
     if reason == "step_cap":
         return "step_capped_partial"
     if reason == "budget":
@@ -123,8 +145,10 @@ def classify(
         return "completed"
     if failed or timed_out or idle_timed_out or interrupted:
         return "error"
-    if len(final_text) >= EMPTY_TEXT_CHARS:
-        return "completed"
+    if parse_state == "malformed":
+        return "malformed"
+    if len(final_text) >= UNSTRUCTURED_TEXT_CHARS:
+        return "unstructured"
     return "empty"
 
 
@@ -138,9 +162,18 @@ class ResultReading:
 
 
 def read_result(
-    mode: str, events: list[EventRecord], stored: Any, final_text: str
+    mode: str,
+    events: list[EventRecord],
+    stored: Any,
+    final_text: str,
+    attempts_used_up: bool = False,
 ) -> ResultReading:
-    """From this run's submit_result answers, else from a result block in the final text."""
+    """From this run's submit_result answers, else from a result block in the final text.
+
+    A last submission whose arguments were not JSON reads as cut off (`unstructured`),
+    unless it used up the model's tries: then the model was shown the error and still
+    failed, which is `malformed` like any other rejection.
+    """
     submissions = [
         ev.payload
         for ev in events
@@ -150,7 +183,7 @@ def read_result(
         return ResultReading("parsed", stored, None)
     if submissions:
         last = submissions[-1].get("error") or "the result was rejected"
-        if last.startswith("arguments are not valid JSON"):
+        if last.startswith("arguments are not valid JSON") and not attempts_used_up:
             return ResultReading(
                 "unstructured", None, f"result: the submission was cut off: {last}"
             )
@@ -236,10 +269,16 @@ def tool_error_counts(events: list[EventRecord]) -> ToolErrors:
 def build_verdict(facts: RunFacts) -> Verdict:
     """Classify the run and fill every field."""
     final_text = final_text_of(facts.events)
-    reading = read_result(facts.mode, facts.events, facts.stored_result, final_text)
     session_reason, session_failed = end_reason(facts.events)
     reason = facts.reason or session_reason
     failed = facts.failed or session_failed
+    reading = read_result(
+        facts.mode,
+        facts.events,
+        facts.stored_result,
+        final_text,
+        attempts_used_up=session_reason == RESULT_ATTEMPTS_USED_UP,
+    )
     verdict = classify(
         reason=reason,
         parse_state=reading.state,
@@ -279,7 +318,7 @@ def build_verdict(facts: RunFacts) -> Verdict:
         result=reading.result if reading.state == "parsed" else None,
         final_text_path=facts.final_text_path,
         artifacts=facts.artifacts,
-        stderr_tail=tail if verdict in ("error", "empty") else None,
+        stderr_tail=tail if verdict in TAILED_VERDICTS else None,
         reason=reason,
         workdir=facts.workdir,
         log_path=facts.log_path,

@@ -7,7 +7,6 @@ through the Durable interface. It returns the text the model sees and whether it
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -78,24 +77,48 @@ class ControlTools:
     async def wait(self, args: Any, _key: str) -> Outcome:
         # The deadline is fixed by the first durable record, so a crash before the engine
         # recorded its sleep still wakes at the original time, not restart + seconds.
-        deadline = await self.d.now() + args.seconds
+        started = await self.d.now()
+        deadline = started + args.seconds
         await self.d.step("status", steps.set_status, self.sid, "waiting")
         crash_point("wait.sleeping")
-        # Always a positive duration: a replayed sleep must take its place in the log
-        # (the engine returns at once for a recorded one, with its recorded deadline).
-        await self.d.sleep(max(MIN_SLEEP_SECONDS, deadline - time.time()))
+        interrupted = False
+        while True:
+            # A message (from a person, or a parent) ends the wait: it is answered first.
+            if await self.d.step("mail", tree.mail_pending, self.sid, ["user"]):
+                interrupted = True
+                break
+            now = await self.d.now()
+            if now >= deadline:
+                break
+            # Always a positive timeout: a replayed wait must take its place in the log.
+            await self.d.recv("doorbell", max(MIN_SLEEP_SECONDS, deadline - now))
         await self.d.step("status", steps.set_status, self.sid, "running")
         why = f" ({args.reason})" if args.reason else ""
+        if interrupted:
+            return f"wait ended early{why}: a message arrived; read it and answer it first", False
         return f"waited {args.seconds:g} seconds{why}", False
 
     async def cron(self, args: Any, _key: str) -> Outcome:
+        if args.check is not None and args.check not in self.loop.offered:
+            return f"error: the check {args.check} is not one of your tools", True
         now = await self.d.now()
-        cron = {"interval": args.seconds, "reason": args.reason, "next_at": now + args.seconds}
+        cron = {
+            "interval": args.seconds,
+            "reason": args.reason,
+            "next_at": now + args.seconds,
+            "check": args.check,
+            "check_args": args.check_args,
+        }
         await self.d.step("cron_set", tree.set_cron, self.sid, cron)
         self.loop.cron = cron
+        checked = (
+            f" Before each tick {args.check} runs; you are woken only when it finds something."
+            if args.check
+            else ""
+        )
         return (
-            f"cron set: every {args.seconds:g} seconds. End your turn now; you will be woken "
-            "at each tick. Call cancel_cron to stop.",
+            f"cron set: every {args.seconds:g} seconds.{checked} End your turn now; you will "
+            "be woken at each tick. Call cancel_cron to stop.",
             False,
         )
 

@@ -20,7 +20,9 @@ per-worker and global concurrency. Two pieces DBOS lacks are added beside it, he
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
+import json
 import logging
 import os
 import threading
@@ -50,11 +52,47 @@ SESSIONS_QUEUE = "swarmdeck_sessions"
 # added up to a second to every run's end.
 RESULT_POLL_SECONDS = 0.05
 ROLES = ("worker", "local")
+SESSION_WORKFLOW = "swarmdeck.session"
+ENDED_WORKFLOW_STATUSES = ["SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"]
+
+
+class _ExpectedWarnings(logging.Filter):
+    """Drops DBOS's warnings for what swarmdeck does on purpose.
+
+    - A cancelled task: a process that stops (or a run that ends while sessions idle)
+      cancels its sessions' workflows; they stay resumable, and the warning only alarmed
+      users (on `sessions resume`, in the quickstart).
+    - A taken-over execution parks with one warning per session; the worker says once, in
+      its own words, that it lost its lease (see Engine.on_lease_lost).
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not (
+            message.startswith("Asyncio task cancelled")
+            or "no longer owned by this execution" in message
+        )
+
+
+_EXPECTED_WARNINGS = _ExpectedWarnings()
+
+
+def quiet_expected_warnings() -> None:
+    """Install the filter on DBOS's logger (once; DBOS keeps its own handlers)."""
+    dbos_log = logging.getLogger("dbos")
+    if _EXPECTED_WARNINGS not in dbos_log.filters:
+        dbos_log.addFilter(_EXPECTED_WARNINGS)
 
 
 def workflow_id(session_id: str, generation: int) -> str:
     """The workflow of one generation of a session."""
     return session_id if generation == 0 else f"{session_id}~g{generation}"
+
+
+def session_of_workflow(wf_id: str) -> tuple[str, int]:
+    """(session id, generation) of a session workflow's id."""
+    session_id, _, generation = wf_id.partition("~g")
+    return session_id, int(generation) if generation.isdigit() else 0
 
 
 class _DBOSDurable:
@@ -113,7 +151,7 @@ async def _wall_clock() -> float:
     return time.time()
 
 
-@DBOS.workflow(name="swarmdeck.session")
+@DBOS.workflow(name=SESSION_WORKFLOW)
 async def session_workflow(session_id: str, generation: int) -> dict[str, Any]:
     """One generation of a session, durably."""
     return await run_session(session_id, generation, _DBOSDurable())
@@ -142,14 +180,6 @@ def _dbos_config(settings: Settings, services: Services, executor_id: str) -> DB
         # replaced on error anyway.
         config["db_engine_kwargs"] = {"pool_pre_ping": False}
     return config
-
-
-class _QuietTakeover(logging.Filter):
-    """A taken-over execution parks with one DBOS warning per session; the worker says
-    once, in its own words, that it lost its lease (see Engine.on_lease_lost)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "no longer owned by this execution" not in record.getMessage()
 
 
 class Engine:
@@ -185,7 +215,14 @@ class Engine:
         worker takes it over should the process die, even before the engine launched."""
         if self._heartbeat is not None:
             return
-        self.workers.register(self.executor_id, self.role)
+        kind = reason = None
+        if self.serve_queue:
+            # Sessions handed to the fleet may run here: a dispatch reports this sandbox.
+            from swarmdeck.tools.sandbox import sandbox_in_force
+
+            found = sandbox_in_force(self.services.settings.no_sandbox)
+            kind, reason = found.kind, found.reason
+        self.workers.register(self.executor_id, self.role, kind, reason)
         self._heartbeat = threading.Thread(
             target=_beat, args=(weakref.ref(self),), name="sd-heartbeat", daemon=True
         )
@@ -198,10 +235,10 @@ class Engine:
         self.services.limiter.set_owner(self.executor_id)
         set_services(self.services)
         self.register()
+        quiet_expected_warnings()
         DBOS(config=_dbos_config(settings, self.services, self.executor_id))
         if not self.serve_queue:
             DBOS.listen_queues([])
-        logging.getLogger("dbos").addFilter(_QuietTakeover())
         DBOS.launch()
         self._launched = True
         if self.serve_queue:
@@ -368,6 +405,63 @@ class Engine:
             wf = await self.current_workflow(sid)
             if await self.workflow_status(wf) in ("PENDING", "ENQUEUED"):
                 await DBOS.cancel_workflow_async(wf)
+
+    # -- history: what the maintenance tools prune (EngineOps) ----------------------------
+
+    async def outside_workflow(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+        """Run `fn` as this process rather than as part of the calling workflow.
+
+        DBOS records its own calls made in a workflow's context as steps of that workflow.
+        A tool's engine calls must not be: the tool call is journaled in the catalog, so a
+        replay skips it, and a recorded DBOS step it left behind would shift every later one.
+        """
+        task = asyncio.get_running_loop().create_task(fn(*args), context=contextvars.Context())
+        return await task
+
+    async def ended_workflows(self) -> list[tuple[str, str, float]]:
+        """(workflow id, status, ended at) of every ended session workflow DBOS keeps."""
+
+        async def listing() -> list[Any]:
+            return await DBOS.list_workflows_async(
+                name=SESSION_WORKFLOW,
+                status=ENDED_WORKFLOW_STATUSES,
+                load_input=False,
+                load_output=False,
+            )
+
+        found = await self.outside_workflow(listing)
+        return [(w.workflow_id, w.status, (w.updated_at or 0) / 1000.0) for w in found]
+
+    async def workflow_history(self, workflow_ids: list[str]) -> tuple[int, int, int]:
+        """(runs, steps, bytes of their recorded outputs) of these workflows."""
+
+        async def measure() -> tuple[int, int, int]:
+            runs = steps = size = 0
+            for wf in workflow_ids:
+                if await DBOS.get_workflow_status_async(wf) is None:
+                    continue
+                recorded = await DBOS.list_workflow_steps_async(wf)
+                runs += 1
+                steps += len(recorded)
+                size += sum(len(json.dumps(s.get("output"), default=str)) for s in recorded)
+            return runs, steps, size
+
+        return await self.outside_workflow(measure)
+
+    async def delete_workflows(self, workflow_ids: list[str]) -> list[str]:
+        """Delete the history of those of these workflows that have ended (a workflow still
+        pending is left alone); returns the ids deleted."""
+
+        async def delete() -> list[str]:
+            found = await DBOS.list_workflows_async(
+                workflow_ids=workflow_ids, load_input=False, load_output=False
+            )
+            ended = [w.workflow_id for w in found if w.status in ENDED_WORKFLOW_STATUSES]
+            if ended:
+                await DBOS.delete_workflows_async(ended)
+            return ended
+
+        return await self.outside_workflow(delete) if workflow_ids else []
 
 
 def _beat(ref: weakref.ReferenceType[Engine]) -> None:

@@ -27,13 +27,9 @@ FOLLOW_POLL_SECONDS = 0.05
 
 def default_tools() -> list[Tool]:
     """Built-in tools every session may be offered (filtered by mode)."""
-    from swarmdeck.tools.builtins.artifacts import ARTIFACT_TOOLS
-    from swarmdeck.tools.builtins.control import CONTROL_TOOLS
-    from swarmdeck.tools.builtins.files import FILE_TOOLS
-    from swarmdeck.tools.builtins.results import SUBMIT_RESULT_TOOL
-    from swarmdeck.tools.builtins.shell import SHELL_TOOL
+    from swarmdeck.tools.builtins.registry import builtin_tools
 
-    return [*FILE_TOOLS, SHELL_TOOL, *ARTIFACT_TOOLS, *CONTROL_TOOLS, SUBMIT_RESULT_TOOL]
+    return builtin_tools()
 
 
 @dataclass
@@ -49,6 +45,7 @@ class SessionRequest:
     tool_names: list[str] | None = None
     options: dict[str, Any] = field(default_factory=dict)
     session_id: str | None = None
+    agent: str | None = None
 
 
 class Host:
@@ -148,6 +145,7 @@ class Host:
             tool_names=req.tool_names,
             options=req.options,
             executor=executor,
+            agent=req.agent,
         )
         if fleet:
             self.catalog.notify_handover()
@@ -201,16 +199,33 @@ class Host:
 
     async def continue_session(self, session_id: str, text: str) -> None:
         """Give an earlier session a new instruction and run it again (resume)."""
-        record = self.catalog.get_session(session_id)
         found = self.services.redactor.contains_secret(text)
         if found:
             raise TaskRefusedError(f"task refused: it contains a credential ({found})")
+        await self._run_again(session_id, text)
+
+    async def retry_session(self, session_id: str) -> None:
+        """Run a failed session again (the endpoint is back, the store fixed): a new
+        generation, which asks the model again for the turn that failed. What was stored
+        stays, and no stored turn is asked for again."""
+        record = self.catalog.get_session(session_id)
+        if record.status != "failed":
+            raise UsageError(
+                f"session {session_id} has not failed (it is {record.status})",
+                "only a failed session is run again; `swarmdeck sessions show ID` shows it",
+            )
+        await self._run_again(session_id, None)
+
+    async def _run_again(self, session_id: str, text: str | None) -> None:
+        """Start the session's next generation, with a new instruction first if given."""
+        record = self.catalog.get_session(session_id)
         engine = self.launch()
         # The caller may have changed the session's prompt or options for this run.
         self.services.forget(session_id)
         self.catalog.update_session(session_id, status="pending", error=None)
-        key = f"resume:{record.generation + 1}"
-        self.catalog.append_event(session_id, key, "user", {"text": text})
+        if text is not None:
+            key = f"resume:{record.generation + 1}"
+            self.catalog.append_event(session_id, key, "user", {"text": text})
         await engine.next_generation(session_id)
 
     def remove(self, session_id: str) -> list[str]:

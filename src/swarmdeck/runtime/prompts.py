@@ -1,6 +1,10 @@
-"""The default system prompt; the dispatch layer passes mode-specific ones per session."""
+"""A session's system prompt: the packaged base agent, then the session's own prompt (or the
+default), then the index of skills it may load. Kept short: every turn sends it."""
 
 from __future__ import annotations
+
+from swarmdeck.plugins.definitions import SkillDef
+from swarmdeck.plugins.tiers import base_agent
 
 DEFAULT_SYSTEM_PROMPT = """You are a swarmdeck worker: an autonomous agent working in the directory {workdir}.
 Use the tools to inspect and change files there. Paths are relative to that directory.
@@ -8,6 +12,17 @@ Work in small verified steps. When the task is done, call submit_result with you
 then end your turn with a short summary."""
 
 
-def system_prompt(workdir: str, custom: str | None) -> str:
-    """The session's system prompt: its own when given, else the default."""
-    return custom if custom else DEFAULT_SYSTEM_PROMPT.format(workdir=workdir)
+def skill_index(skills: list[SkillDef]) -> str:
+    """The skills as the model is shown them: a name and one line each."""
+    if not skills:
+        return ""
+    lines = [f"- {s.name}: {' '.join(s.description.split())}" for s in skills]
+    return "Skills you can load with load_skill(name) when one helps:\n" + "\n".join(lines)
+
+
+def system_prompt(workdir: str, custom: str | None, skills: list[SkillDef] | None = None) -> str:
+    """The base agent's body, the session's prompt (its own when given, else the default),
+    and the skill index."""
+    own = custom if custom else DEFAULT_SYSTEM_PROMPT.format(workdir=workdir)
+    parts = [base_agent().body, own, skill_index(skills or [])]
+    return "\n\n".join(p for p in parts if p)

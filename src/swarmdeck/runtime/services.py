@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from swarmdeck.catalog.catalog import Catalog
 from swarmdeck.catalog.records import SessionRecord
 from swarmdeck.config import Settings
 from swarmdeck.errors import SwarmdeckError
+from swarmdeck.models.available import ModelInfo, available_models
 from swarmdeck.models.factory import build_chat_model
 from swarmdeck.models.limiter import ProviderLimiter
 from swarmdeck.models.registry import ProviderConfig, ProviderRegistry
 from swarmdeck.models.types import ChatModel
+from swarmdeck.plugins.tiers import PluginSet, load_plugin_set
 from swarmdeck.runtime.journal import Journal
 from swarmdeck.secrets.redact import Redactor, load_redactor, set_default_redactor
 from swarmdeck.secrets.store import CredentialStore
@@ -21,6 +25,9 @@ from swarmdeck.tools.base import Tool, ToolRegistry
 
 # A result validator returns None when the result is valid, else a one-line error.
 ResultValidator = Callable[[Any], str | None]
+# A session's plugin folders are read again after this long (a new project agent shows up
+# without a worker restart; a turn does not pay for reading them).
+PLUGIN_CACHE_SECONDS = 10.0
 
 
 class EngineOps(Protocol):
@@ -34,6 +41,22 @@ class EngineOps(Protocol):
 
     async def cancel(self, session_ids: list[str]) -> None:
         """Stop these sessions' workflows."""
+        ...
+
+    async def outside_workflow(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+        """Run engine calls as this process, not as steps of the workflow that asks."""
+        ...
+
+    async def ended_workflows(self) -> list[tuple[str, str, float]]:
+        """(workflow id, status, ended at) of every ended session workflow kept."""
+        ...
+
+    async def workflow_history(self, workflow_ids: list[str]) -> tuple[int, int, int]:
+        """(runs, steps, bytes of step outputs) these workflows hold."""
+        ...
+
+    async def delete_workflows(self, workflow_ids: list[str]) -> list[str]:
+        """Delete the history of these workflows that have ended; returns those deleted."""
         ...
 
 
@@ -56,6 +79,9 @@ class Services:
     # new. Rebuilt from the catalog after a restart.
     _records: dict[str, SessionRecord] = field(default_factory=dict)
     _journals: dict[str, Journal] = field(default_factory=dict)
+    _plugins: dict[tuple[str, tuple[str, ...]], tuple[float, PluginSet]] = field(
+        default_factory=dict
+    )
 
     def executor_id(self) -> str:
         """The executor id of this process's engine (who runs the sessions here)."""
@@ -78,6 +104,25 @@ class Services:
             journal = self._journals[session_id] = Journal(session_id)
             journal.refresh(self.catalog)
         return journal
+
+    def plugins_for(self, workdir: str, given: list[str] | tuple[str, ...] = ()) -> PluginSet:
+        """The plugins a session in `workdir` sees (every tier, then its given folders)."""
+        key = (workdir, tuple(given))
+        now = time.monotonic()
+        cached = self._plugins.get(key)
+        if cached is not None and now - cached[0] < PLUGIN_CACHE_SECONDS:
+            return cached[1]
+        found = load_plugin_set(self.settings.home, Path(workdir), [Path(g) for g in given])
+        self._plugins[key] = (now, found)
+        return found
+
+    def session_plugins(self, record: SessionRecord) -> PluginSet:
+        """The plugins of this session."""
+        return self.plugins_for(record.workdir, record.options.get("plugins") or ())
+
+    def available_models(self) -> list[ModelInfo]:
+        """The exact provider:model names a session may use now (ready providers only)."""
+        return available_models(self.providers, self.credentials.has)
 
     def forget(self, session_id: str) -> None:
         """Drop a finished session's caches."""

@@ -25,6 +25,8 @@ BATCH_MAX_SECONDS = 2.0
 TURN_INBOX_KINDS = ["user", "child_update"]
 # What an execution that was taken over returns (the session itself runs on elsewhere).
 SUPERSEDED = "superseded"
+# The notice a session that waits between turns leaves when a wake-up used max_turns.
+CAP_NOTICE = "turn_cap"
 
 
 async def run_session(session_id: str, generation: int, d: Durable) -> dict[str, Any]:
@@ -44,7 +46,7 @@ async def run_session(session_id: str, generation: int, d: Durable) -> dict[str,
             # A bug or an unexpected failure in a step: end the session where everyone can
             # see it (and tell its parent) instead of leaving it `running` with no workflow.
             # (Cancellation is not an Exception: it passes through.)
-            return await loop.end("failed", steps.describe_error(exc), "internal_error")
+            return await loop.fail(exc)
     except Fenced:
         # Taken over by another worker while this one was paused: it runs the session
         # now. Stop here, quietly: no end, no error, nothing written.
@@ -66,6 +68,9 @@ class SessionLoop:
         self.resume_resting: bool = info["resting"]
         self.has_parent: bool = info.get("parent_id") is not None
         self.max_turns = int(self.options.get("max_turns", DEFAULT_MAX_TURNS))
+        # Where the current wake-up began: a session that waits between turns has
+        # max_turns per wake-up (per message or tick); a one-shot one over its life.
+        self.wake_turn = self.turn
         self.one_shot = bool(self.options.get("one_shot", True))
         self.cron: dict[str, Any] | None = self.options.get("cron")
         self.iterations = 0
@@ -84,9 +89,23 @@ class SessionLoop:
         if self.resume_resting and self.waits_between_turns:
             # A rolled-over generation: the model had ended its turn, so there is nothing
             # to answer yet; asking it again would cost a turn and skip the cron's schedule.
-            await self.idle()
+            if not await self.idle():
+                return await self.roll_over()
+            self.wake_turn = self.turn
+        elif self.resume_resting:
+            # A one-shot session resumed after its end could not be recorded: the model
+            # had finished, so it ends now, without being asked again.
+            self.last_text = await self.d.step("last_text", steps.last_model_text, self.sid)
+            return await self.end("completed", None, "model_done")
         while True:
-            ended = await self.check_limits()
+            if self.turn_cap_reached():
+                if not self.waits_between_turns:
+                    return await self.end("completed", None, "step_cap")
+                rolled = await self.rest_after_cap()
+                if rolled:
+                    return rolled
+                continue
+            ended = await self.check_budget()
             if ended:
                 return ended
             # Turns and tool calls journal themselves in the catalog (see steps.llm_turn).
@@ -112,14 +131,38 @@ class SessionLoop:
                 if await steps.mail_waiting(self.sid, self.turn, self.generation, ["user"]):
                     continue  # a message arrived while the model finished: the turn takes it
                 return await self.end("completed", None, "model_done")
-            if self.iterations >= self.rollover:
-                return await self.roll_over()
-            await self.idle()
+            rolled = await self.rest()
+            if rolled:
+                return rolled
 
-    async def check_limits(self) -> dict[str, Any] | None:
-        """The step cap and the budgets, checked at every turn boundary."""
-        if self.turn >= self.max_turns:
-            return await self.end("completed", None, "step_cap")
+    def turn_cap_reached(self) -> bool:
+        """max_turns: over a one-shot session's life, per wake-up for one that waits
+        between turns (whose lifetime limits are the budgets')."""
+        start = self.wake_turn if self.waits_between_turns else 0
+        return self.turn - start >= self.max_turns
+
+    async def rest(self) -> dict[str, Any] | None:
+        """Between wake-ups: roll over when due (returning how), else idle until the next."""
+        if self.iterations >= self.rollover or not await self.idle():
+            # Due, or quiet cron ticks used up the generation while it idled.
+            return await self.roll_over()
+        self.wake_turn = self.turn
+        return None
+
+    async def rest_after_cap(self) -> dict[str, Any] | None:
+        """This wake-up used its turns: say so in the transcript, then rest as if the model
+        had ended its turn (the session lives on, for the next message or tick)."""
+        text = (
+            f"stopped after {self.max_turns} turns in this wake-up (max_turns); "
+            "waiting for the next message"
+        )
+        payload = {"what": CAP_NOTICE, "reason": text, "wait_s": 0, "text": text}
+        key = f"cap:g{self.generation}:t{self.turn}"
+        await self.d.step("cap", steps.append_event, self.sid, key, "notice", payload)
+        return await self.rest()
+
+    async def check_budget(self) -> dict[str, Any] | None:
+        """The budgets, checked at every turn boundary."""
         if self.budgeted:
             exceeded = await self.d.step("budget", steps.check_budget, self.sid)
             if exceeded:
@@ -132,8 +175,9 @@ class SessionLoop:
         for call in calls:
             name = call["name"]
             if name == steps.SUBMIT_RESULT and name in self.offered:
+                tries_left = MAX_RESULT_ATTEMPTS - self.rejected - 1
                 outcome = await self.d.step(
-                    "submit_result", steps.submit_result, self.sid, self.turn, call
+                    "submit_result", steps.submit_result, self.sid, self.turn, call, tries_left
                 )
                 submitted = submitted or outcome["accepted"]
                 self.rejected += 0 if outcome["accepted"] else 1
@@ -155,8 +199,14 @@ class SessionLoop:
         claim = f"g{self.generation}:d{self.drains}"
         return await self.d.step("drain", tree.drain_inbox, self.sid, claim, kinds, record, wake)
 
-    async def idle(self) -> None:
-        """Wait for a message or the next cron tick; the model then takes a turn."""
+    async def idle(self) -> bool:
+        """Wait for a message or the next cron tick that wakes the model; True then, False
+        when quiet ticks used up the generation (the caller rolls over).
+
+        A tick whose check finds nothing is quiet: no model call, no transcript entry, and
+        the session stays idle. It still counts as an iteration, since its steps fill this
+        generation's log like a turn's do.
+        """
         await self.d.step("status", steps.set_status, self.sid, "idle")
         while True:
             if await self.drain(None, wake=True):
@@ -167,12 +217,17 @@ class SessionLoop:
                 break
             now = await self.d.now()
             if self.cron and now >= self.cron["next_at"]:
-                await self.tick_cron(now)
-                break
+                if await self.tick_cron(now):
+                    break
+                self.iterations += 1
+                if self.iterations >= self.rollover:
+                    return False
+                continue
             timeout = self.cron["next_at"] - now if self.cron else IDLE_RECV_SECONDS
             if await self.d.recv("doorbell", timeout) is not None:
                 await self.collect_batch()
         await self.d.step("status", steps.set_status, self.sid, "running")
+        return True
 
     async def collect_batch(self) -> None:
         """Let a burst of messages land before draining them all in one turn: until the
@@ -187,8 +242,9 @@ class SessionLoop:
             if await self.d.now() - started >= BATCH_MAX_SECONDS:
                 return
 
-    async def tick_cron(self, now: float) -> None:
-        """Fire the cron: a timer message in the transcript, and the next deadline.
+    async def tick_cron(self, now: float) -> bool:
+        """Fire the cron: run its check, if it has one; unless the check found nothing, a
+        timer message in the transcript wakes the model. True when it does.
 
         Ticks missed while the session was busy or down fire once, not one by one.
         """
@@ -196,14 +252,27 @@ class SessionLoop:
         fired_at, interval = self.cron["next_at"], self.cron["interval"]
         missed = int((now - fired_at) // interval)
         self.cron = {**self.cron, "next_at": fired_at + (missed + 1) * interval}
+        found = None
+        if self.cron.get("check"):
+            found = await self.d.step("cron_check", steps.run_check, self.sid, self.cron, fired_at)
+            if found["quiet"]:
+                self.cron["quiet_ticks"] = int(self.cron.get("quiet_ticks", 0)) + 1
+                await self.d.step("cron_next", tree.set_cron, self.sid, self.cron)
+                return False
         await self.d.step("cron_next", tree.set_cron, self.sid, self.cron)
         text = f"cron tick: {self.cron['reason'] or 'recurring wake-up'}"
+        if found is not None:
+            text += f"\n{self.cron['check']} found:\n{found['content']}"
         await self.d.step(
             "timer", steps.append_event, self.sid, f"cron:{fired_at}", "timer", {"text": text}
         )
+        return True
 
     async def roll_over(self) -> dict[str, Any]:
-        """Continue in a fresh workflow; the catalog keeps the whole history."""
+        """Continue in a fresh workflow; the catalog keeps the whole history. A system agent
+        also drops the engine history of its generations before this one."""
+        if self.options.get("system_agent"):
+            await self.d.step("drop_history", steps.drop_old_generations, self.sid, self.generation)
         await self.d.restart_as_new(self.sid, self.generation)
         return {"status": "rolled_over", "reason": "rollover"}
 
@@ -216,3 +285,20 @@ class SessionLoop:
         ending = steps.Ending(status, self.last_text, error, reason, self.generation)
         await steps.end_session(self.sid, self.has_parent, ending)
         return {"status": status, "reason": reason}
+
+    async def fail(self, exc: Exception) -> dict[str, Any]:
+        """End the session `failed` after an unexpected error, whatever it was.
+
+        When recording the end fails too (the store refused the final text, say), the end
+        is recorded without the text: a session must never be left `running` with no
+        workflow. `sessions resume` then runs it again.
+        """
+        error = steps.describe_error(exc)
+        try:
+            return await self.end("failed", error, "internal_error")
+        except Fenced:
+            raise  # another execution owns the session: it records the end
+        except Exception as again:
+            self.last_text = ""
+            why = f"{error}; recorded without its final text: {steps.describe_error(again)}"
+            return await self.end("failed", why, "internal_error")

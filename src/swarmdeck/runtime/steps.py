@@ -18,26 +18,66 @@ from swarmdeck.catalog.catalog import WriteWouldWait
 from swarmdeck.catalog.records import EventRecord, SessionRecord
 from swarmdeck.errors import ProviderError, SwarmdeckError
 from swarmdeck.models.types import Message
+from swarmdeck.plugins.aliases import resolve_tools
+from swarmdeck.plugins.definitions import SkillDef
 from swarmdeck.runtime.crashpoints import crash_point
+from swarmdeck.runtime.journal import Journal
+from swarmdeck.runtime.mgmt_ops import RuntimeMgmtOps
+from swarmdeck.runtime.origin import CRON
 from swarmdeck.runtime.prompts import system_prompt
 from swarmdeck.runtime.services import services
 from swarmdeck.runtime.tree import drain_inbox, model_resting, parent_notice, ring
+from swarmdeck.runtime.turn_watch import TurnWatch
 from swarmdeck.tools.base import READ_ONLY_MODES, Effect, Tool, ToolContext, ToolOutcome
+from swarmdeck.tools.builtins.skills import LOAD_SKILL
 from swarmdeck.workspace.gitdirs import git_dirs_outside
 
 SUBMIT_RESULT = "submit_result"
 
 
-def offered_tools(record: SessionRecord) -> list[Tool]:
-    """The tools this session's model is shown: its mode's, narrowed by its tool_names."""
-    return services().tools.for_mode(record.mode, record.tool_names)
+def session_skills(record: SessionRecord, loaded: list[str]) -> list[str]:
+    """The skills in force for a turn: the agent's preloaded ones, then those loaded."""
+    preloaded = list(record.options.get("skills") or [])
+    return preloaded + [s for s in loaded if s not in preloaded]
 
 
-def tool_context(record: SessionRecord, call_key: str = "") -> ToolContext:
+def offered_tools(record: SessionRecord, skills: list[str] | None = None) -> list[Tool]:
+    """The tools this session's model is shown: its mode's, narrowed by its tool_names, and
+    those its skills bring (still only the mode's)."""
+    svc = services()
+    tools = svc.tools.for_mode(record.mode, record.tool_names)
+    if not skills:
+        return tools
+    plugin_set = svc.session_plugins(record)
+    names = {t.name for t in tools}
+    for skill_name in skills:
+        skill = plugin_set.skills.get(skill_name)
+        for name in resolve_tools(skill.tools if skill else []):
+            tool = svc.tools.get(name)
+            if tool is not None and name not in names and record.mode in tool.modes:
+                tools.append(tool)
+                names.add(name)
+    return tools
+
+
+def visible_skills(record: SessionRecord) -> list[SkillDef]:
+    """The skills this session's index lists (none when it cannot load them)."""
+    svc = services()
+    if record.tool_names is not None and LOAD_SKILL not in record.tool_names:
+        return []
+    plugin_set = svc.session_plugins(record)
+    agent = plugin_set.agent(record.agent) if record.agent else None
+    return plugin_set.skills_for(agent)
+
+
+def tool_context(record: SessionRecord, call_key: str = "", origin: str = "") -> ToolContext:
     """The context a tool of this session runs with."""
     svc = services()
     config, _ = svc.provider_for(record.model)
     workdir = Path(record.workdir)
+    extras: dict[str, Any] = {}
+    if svc.engine_ops is not None:
+        extras["mgmt_ops"] = RuntimeMgmtOps(svc.engine_ops)
     return ToolContext(
         session_id=record.id,
         workdir=workdir,
@@ -45,12 +85,20 @@ def tool_context(record: SessionRecord, call_key: str = "") -> ToolContext:
         run_dir=Path(record.run_dir),
         services={
             "network": config.network,
+            # --no-sandbox: the user accepts shell tools without a sandbox (tools/shell.py).
+            "no_sandbox": bool(record.options.get("no_sandbox")),
             "hidden_paths": [svc.settings.credentials_dir],
             "extra_writable": [] if record.mode in READ_ONLY_MODES else git_dirs_outside(workdir),
             "catalog": svc.catalog,
             "settings": svc.settings,
+            "plugins": svc.session_plugins(record),
+            "skills": {s.name: s for s in visible_skills(record)},
+            "tool_names": svc.tools.names(),
+            "available_models": svc.available_models,
+            **extras,
         },
         call_key=call_key,
+        origin=origin,
     )
 
 
@@ -89,6 +137,8 @@ def load_session(session_id: str, generation: int) -> tuple[dict[str, Any], int]
         return {"terminal": True, "status": record.status}, record.epoch
     taken = drain_inbox(session_id, f"g{generation}:start", None, record=True)
     chain = _with_ancestors(record)
+    journal = svc.journal(session_id)
+    journal.refresh(svc.catalog)
     info = {
         # The model ended its last turn and nothing came after it (a rolled-over generation).
         "resting": turns_done > 0 and not taken and model_resting(session_id),
@@ -99,7 +149,12 @@ def load_session(session_id: str, generation: int) -> tuple[dict[str, Any], int]
         "status": record.status,
         "generation": generation,
         "turns_done": turns_done,
-        "offered": [t.name for t in offered_tools(record)],
+        "offered": [
+            t.name
+            for t in offered_tools(
+                record, session_skills(record, journal.skills_before(turns_done))
+            )
+        ],
         "budgeted": any(_budget(s) for s in chain),
         "rollover_iterations": int(
             record.options.get("rollover_iterations", svc.settings.rollover_iterations)
@@ -174,13 +229,23 @@ def _look_up_turn(session_id: str, turn: int, generation: int, inbox: list[str])
     svc = services()
     journal = svc.journal(session_id)
     mail = journal.refresh_with_mail(svc.catalog, inbox, f"turn:{turn}")
-    stored = journal.get(f"turn:{turn}") or journal.get(f"turn:{turn}:error")
+    stored = journal.get(f"turn:{turn}") or journal.get(error_key(turn, generation))
     if stored is not None:
         return {"stored": _turn_reply(stored)}
     ended = journal.get(f"end:g{generation}")
     if ended is not None:
         return {"ended": ended.payload}
     return {"mail": mail}
+
+
+def error_key(turn: int, generation: int) -> str:
+    """The key of the provider error that ended turn `turn` in one generation.
+
+    Per generation: the error is the turn's answer for a rerun of the same generation
+    after a crash (it ended the session), but a resume is a new generation, which asks the
+    model again. The error stays in the transcript either way.
+    """
+    return f"turn:{turn}:error:g{generation}"
 
 
 def _take_mail(session_id: str, turn: int, inbox: list[str]) -> None:
@@ -190,17 +255,21 @@ def _take_mail(session_id: str, turn: int, inbox: list[str]) -> None:
         svc.journal(session_id).refresh(svc.catalog)
 
 
-def _prompt(session_id: str) -> dict[str, Any]:
-    """What the model call needs: the session's prompt, conversation and tools."""
+def _prompt(session_id: str, turn: int) -> dict[str, Any]:
+    """What the model call needs: the session's prompt, conversation and tools, and what
+    started the turn."""
     svc = services()
     record = svc.session_identity(session_id)
+    journal = svc.journal(session_id)
+    prompt = system_prompt(record.workdir, record.system_message, visible_skills(record))
+    skills = session_skills(record, journal.skills_before(turn))
     return {
         "record": record,
-        "messages": [
-            Message("system", system_prompt(record.workdir, record.system_message)),
-            *svc.journal(session_id).messages,
-        ],
-        "specs": [t.spec() for t in offered_tools(record)],
+        "messages": [Message("system", prompt), *journal.messages],
+        "specs": [t.spec() for t in offered_tools(record, skills)],
+        "origin": journal.next_origin(
+            has_parent=record.parent_id is not None, system=record.system
+        ),
     }
 
 
@@ -236,7 +305,12 @@ def _turn_reply(event: EventRecord) -> dict[str, Any]:
 
 
 def _store_turn(
-    session_id: str, turn: int, record: SessionRecord, completion: Any, wait: bool = True
+    session_id: str,
+    turn: int,
+    record: SessionRecord,
+    completion: Any,
+    origin: str,
+    wait: bool = True,
 ) -> dict[str, Any]:
     """Store the model's message and usage in one transaction; returns what the loop needs.
 
@@ -251,6 +325,7 @@ def _store_turn(
         "provider": config.key,
         "model": model_name,
         "cost_usd": completion.cost_usd,
+        "estimated": completion.usage.estimated,
         **completion.usage.as_dict(),
     }
     key = f"turn:{turn}"
@@ -258,7 +333,8 @@ def _store_turn(
         "text": completion.text,
         "tool_calls": calls,
         "reasoning": completion.reasoning,
-        "usage": completion.usage.as_dict(),
+        "usage": {**completion.usage.as_dict(), "estimated": completion.usage.estimated},
+        "origin": origin,
     }
     if not svc.catalog.append_event(session_id, key, "assistant", payload, usage_row, wait=wait):
         return _turn_reply(_stored(session_id, key))
@@ -287,23 +363,26 @@ async def llm_turn(session_id: str, turn: int, generation: int, inbox: list[str]
         # Writes run in a thread: a wait for SQLite's write lock must not stall the event
         # loop that every other session of this process shares.
         await asyncio.to_thread(_take_mail, session_id, turn, inbox)
-    prep = await _read(_prompt, session_id)
+    prep = await _read(_prompt, session_id, turn)
     record = prep["record"]
+    watch = TurnWatch(session_id, turn, generation)
     crash_point("llm.before")
     try:
-        completion = await svc.model(record.model).complete(prep["messages"], prep["specs"])
+        completion = await svc.model(record.model).complete(
+            prep["messages"], prep["specs"], on_chunk=watch.chunk, on_notice=watch.notice
+        )
     except ProviderError as exc:
         message = exc.one_line()
         await asyncio.to_thread(
             svc.catalog.append_event,
             session_id,
-            f"turn:{turn}:error",
+            error_key(turn, generation),
             "error",
-            {"message": message},
+            {"message": message, "kind": exc.kind},
         )
         return {"error": message, "retryable": exc.retryable}
     crash_point("llm.after")
-    return await _write(_store_turn, session_id, turn, record, completion)
+    return await _write(_store_turn, session_id, turn, record, completion, prep["origin"])
 
 
 async def mail_waiting(session_id: str, turn: int, generation: int, inbox: list[str]) -> bool:
@@ -346,7 +425,9 @@ async def _prepare_call(session_id: str, turn: int, call: dict[str, Any]) -> dic
     if stored is not None:
         return {"stored": stored.payload}
     record = svc.session_identity(session_id)
-    tool = next((t for t in offered_tools(record) if t.name == call["name"]), None)
+    journal = svc.journal(session_id)
+    skills = session_skills(record, journal.skills_before(turn))
+    tool = next((t for t in offered_tools(record, skills) if t.name == call["name"]), None)
     if tool is None:
         return {
             "outcome": ToolOutcome(f"error: no tool named {call['name']} in this session", True)
@@ -355,7 +436,18 @@ async def _prepare_call(session_id: str, turn: int, call: dict[str, Any]) -> dic
         svc.catalog.mark_tool_started, session_id, call_key
     ):
         return {"outcome": ToolOutcome(INTERRUPTED, is_error=True)}
-    return {"tool": tool, "context": tool_context(record, call_key)}
+    origin = await _read(_turn_origin, journal, turn)
+    return {"tool": tool, "context": tool_context(record, call_key, origin)}
+
+
+def _turn_origin(journal: Journal, turn: int) -> str:
+    """What started turn `turn`, as journaled with it (read once if this process stored the
+    turn after its last refresh)."""
+    event = journal.get(f"turn:{turn}")
+    if event is None:
+        journal.refresh(services().catalog)
+        event = journal.get(f"turn:{turn}")
+    return event.payload.get("origin", "") if event is not None else ""
 
 
 def _store_call(
@@ -390,8 +482,65 @@ async def tool_call(session_id: str, turn: int, call: dict[str, Any]) -> dict[st
     return await _write(_store_call, session_id, turn, call, outcome)
 
 
-def submit_result(session_id: str, turn: int, call: dict[str, Any]) -> dict[str, Any]:
-    """Validate a submitted result against the session's schema; store it when valid."""
+CHECK_PREVIEW = 4000
+# A system agent's rollover drops the engine history of its earlier generations (this
+# many are looked back at, in case a crash skipped a drop).
+HISTORY_DROP_WINDOW = 5
+
+
+async def drop_old_generations(session_id: str, generation: int) -> int:
+    """Delete the engine history of a session's generations before this one (they
+    ended; the catalog keeps the transcript): a system agent that runs for months keeps a
+    bounded step log without a model call. Returns the runs deleted."""
+    from swarmdeck.catalog.housekeeping import forget_generations
+    from swarmdeck.runtime.engine import workflow_id
+
+    svc = services()
+    if svc.engine_ops is None:
+        return 0
+    old = range(max(0, generation - HISTORY_DROP_WINDOW), generation)
+    deleted = await svc.engine_ops.delete_workflows([workflow_id(session_id, g) for g in old])
+    await asyncio.to_thread(forget_generations, svc.catalog, [(session_id, g) for g in old])
+    return len(deleted)
+
+
+async def run_check(session_id: str, cron: dict[str, Any], fired_at: float) -> dict[str, Any]:
+    """Run a cron's check tool before the model is woken: {quiet, content}.
+
+    A step of the loop (its result is recorded), so a replay decides as the first run did.
+    The check must be a tool the session is offered, and safe to run again.
+    """
+    svc = services()
+    name = cron["check"]
+    record = svc.session_identity(session_id)
+    journal = svc.journal(session_id)
+    journal.refresh(svc.catalog)
+    skills = session_skills(record, list(journal.loaded))
+    tool = next((t for t in offered_tools(record, skills) if t.name == name), None)
+    if tool is None:
+        return {
+            "quiet": False,
+            "content": f"error: the cron's check {name} is not one of your tools",
+        }
+    if tool.effect is Effect.ONCE:
+        return {"quiet": False, "content": f"error: {name} may have side effects: not a check"}
+    ctx = tool_context(record, f"cron:{fired_at}", CRON)
+    try:
+        outcome = await tool.call(ctx, json.dumps(cron.get("check_args") or {}))
+    except Exception as exc:
+        outcome = ToolOutcome(f"error: {describe_error(exc)}", is_error=True)
+    quiet = outcome.quiet and not outcome.is_error
+    return {"quiet": quiet, "content": svc.redactor.redact(outcome.content[:CHECK_PREVIEW])}
+
+
+def submit_result(
+    session_id: str, turn: int, call: dict[str, Any], tries_left: int
+) -> dict[str, Any]:
+    """Validate a submitted result against the session's schema; store it when valid.
+
+    `tries_left` is how many more submissions the session allows after a rejection of this
+    one: with none left the model is told the run ends without a result, not to retry.
+    """
     svc = services()
     event_key = f"tool:{turn}:{call['id']}"
     stored = svc.catalog.event_by_key(session_id, event_key)
@@ -404,7 +553,7 @@ def submit_result(session_id: str, turn: int, call: dict[str, Any]) -> dict[str,
         content, accepted = "result accepted", True
     else:
         content, accepted = (
-            f"error: result rejected: {error}. Fix it and call submit_result again.",
+            f"error: result rejected: {error}. {_after_rejection(tries_left)}",
             False,
         )
     payload = {
@@ -418,6 +567,13 @@ def submit_result(session_id: str, turn: int, call: dict[str, Any]) -> dict[str,
     }
     svc.catalog.append_event(session_id, event_key, "tool_result", payload)
     return svc.redactor.redact_obj(payload)
+
+
+def _after_rejection(tries_left: int) -> str:
+    if tries_left <= 0:
+        return "That was the last try: the result was not accepted, and the run ends without one."
+    tries = "1 try" if tries_left == 1 else f"{tries_left} tries"
+    return f"Fix it and call submit_result again ({tries} left)."
 
 
 def _validate_submission(record: SessionRecord, raw: str) -> tuple[str | None, Any]:
@@ -479,8 +635,23 @@ def set_status(session_id: str, status: str) -> None:
     services().catalog.set_status(session_id, status)
 
 
+def last_model_text(session_id: str) -> str:
+    """The text of the session's last stored model turn ("" when there is none)."""
+    event = services().catalog.last_event(session_id, ["assistant"])
+    return event.payload["text"] if event is not None else ""
+
+
+DESCRIBE_MAX = 500
+
+
 def describe_error(exc: BaseException) -> str:
-    """One line for an unexpected failure inside a step."""
+    """One line for an unexpected failure inside a step. For a database error, the
+    driver's own first line: not the statement, nor its parameters (the very text that
+    may have failed to be stored)."""
     if isinstance(exc, SwarmdeckError):
         return exc.one_line()
-    return f"{type(exc).__name__}: {exc}"
+    cause = getattr(exc, "orig", None)
+    lines = str(cause if cause is not None else exc).strip().splitlines()
+    first = " ".join(lines[0].split()) if lines else ""
+    text = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    return text if len(text) <= DESCRIBE_MAX else text[: DESCRIBE_MAX - 1] + "…"

@@ -7,13 +7,18 @@ import hashlib
 from typing import Any
 
 from swarmdeck.catalog.catalog import Catalog
-from swarmdeck.catalog.records import TERMINAL_STATUSES, InboxPost, SessionRecord
+from swarmdeck.catalog.records import (
+    TERMINAL_STATUSES,
+    InboxPost,
+    SessionRecord,
+    system_session_id,
+)
 from swarmdeck.runtime.crashpoints import crash_point
 from swarmdeck.runtime.services import EngineOps, services
 
 PREVIEW = 400
 # Session options a child takes from its parent.
-INHERITED_OPTIONS = ("max_children", "max_depth")
+INHERITED_OPTIONS = ("max_children", "max_depth", "no_sandbox", "plugins")
 
 
 def child_id_for(parent_id: str, call_key: str) -> str:
@@ -43,11 +48,6 @@ def spawn_child(parent_id: str, call_key: str, args: dict[str, Any]) -> dict[str
     spec, error = _child_spec(parent, args)
     if error:
         return {"error": error}
-    if args.get("model"):
-        try:
-            svc.provider_for(spec["model"])
-        except Exception as exc:  # an unknown provider is the model's mistake to fix
-            return {"error": str(exc)}
     svc.catalog.create_session(
         session_id=child_id,
         parent_id=parent_id,
@@ -67,6 +67,7 @@ def spawn_child(parent_id: str, call_key: str, args: dict[str, Any]) -> dict[str
             "max_turns": parent.options.get("max_turns", 50),
             # The tree's limits hold at every level, not only below the root.
             **{k: parent.options[k] for k in INHERITED_OPTIONS if k in parent.options},
+            **spec["options"],
         },
     )
     crash_point("spawn.recorded")
@@ -80,25 +81,53 @@ def _child_spec(parent: SessionRecord, args: dict[str, Any]) -> tuple[dict[str, 
         "system_message": args.get("system_message"),
         "tool_names": args.get("tool_names"),
         "agent": None,
+        "options": {},
     }
     name = args.get("agent_name")
     if name:
-        from swarmdeck.plugins.agents import find_agent
+        from swarmdeck.runtime.agents import agent_session
 
-        agent = find_agent(name, parent.workdir, services().settings.home)
+        plugin_set = services().session_plugins(parent)
+        agent = plugin_set.agent(name)
         if agent is None:
-            return (
-                spec,
-                f"no agent named {name} (looked in .swarmdeck/agents and ~/.swarmdeck/agents)",
+            known = ", ".join(sorted(plugin_set.agents)) or "none"
+            return spec, f"no agent named {name} (known: {known}; see list_agents)"
+        if agent.system:
+            sid = system_session_id(agent.agent_id)
+            return spec, (
+                f"{name} is a system agent: it runs by itself as {sid}, once per store, "
+                "and is never spawned"
             )
-        spec["agent"] = agent.name
-        spec["system_message"] = spec["system_message"] or agent.system_message
-        spec["tool_names"] = spec["tool_names"] or agent.tools
-        spec["model"] = args.get("model") or agent.model or parent.model
-        spec["task"] = spec["task"] or agent.description
+        named = agent_session(agent, plugin_set, args.get("task"), parent.options.get("plugins"))
+        spec["agent"] = named.agent
+        spec["system_message"] = spec["system_message"] or named.system_message
+        spec["tool_names"] = spec["tool_names"] or named.tool_names
+        spec["model"] = args.get("model") or named.model or parent.model
+        spec["task"] = named.task
+        spec["options"] = named.options
     if not spec["task"]:
         return spec, "spawn_agent needs a task or an agent_name"
+    if spec["model"] != parent.model:
+        spec["model"], error = _available(spec["model"])
+        if error:
+            return spec, error
     return spec, None
+
+
+def _available(model: str) -> tuple[str, str | None]:
+    """The exact provider:model of a model a ready provider serves, or why not."""
+    from swarmdeck.models.available import normalize
+
+    svc = services()
+    valid = [m.name for m in svc.available_models()]
+    try:
+        exact = normalize(svc.providers, model)
+    except Exception:
+        exact = model
+    if exact in valid:
+        return exact, None
+    listed = ", ".join(valid) or "none (no provider is ready)"
+    return model, f"model {model!r} is not available; use one of: {listed}"
 
 
 def children_summary(parent_id: str, ids: list[str] | None) -> dict[str, Any]:
@@ -160,11 +189,19 @@ def drain_inbox(
     return [{"msg_id": i.msg_id, "kind": i.kind, "payload": i.payload} for i in items]
 
 
+def mail_pending(session_id: str, kinds: list[str]) -> bool:
+    """True when messages of these kinds wait in the session's inbox (a read)."""
+    return services().catalog.pending_count(session_id, kinds) > 0
+
+
 def model_resting(session_id: str) -> bool:
-    """True when the model ended its last turn and nothing came after it to answer."""
+    """True when the model ended its last turn, or the turn cap ended its wake-up, and
+    nothing came after it to answer."""
     from swarmdeck.runtime.history import CONVERSATION_KINDS
 
-    last = services().catalog.last_event(session_id, CONVERSATION_KINDS)
+    last = services().catalog.last_event(session_id, [*CONVERSATION_KINDS, "notice"])
+    if last is not None and last.kind == "notice":
+        return last.payload.get("what") == "turn_cap"
     return last is not None and last.kind == "assistant" and not last.payload["tool_calls"]
 
 

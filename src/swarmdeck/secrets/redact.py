@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import re
 import threading
 from collections.abc import Iterable
@@ -108,18 +109,36 @@ def _redact_shapes(text: str) -> str:
     return "".join(parts)
 
 
+def encoded_forms(secret: str) -> list[str]:
+    """The secret and the ways a tool could print it encoded: reversed (`rev`), hex
+    (`xxd -p`, `od`-like dumps), and base64 (`base64`) at each of the three byte alignments
+    it can start at in a longer text (only the part every alignment fixes is kept)."""
+    raw = secret.encode()
+    forms = [secret, secret[::-1], raw.hex(), raw.hex().upper()]
+    for shift in range(3):
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            text = encode(b"\0" * shift + raw).decode()
+            # The first quartet mixes in the bytes before the secret, the last partial one
+            # the bytes after it.
+            core = text[4 if shift else 0 : (shift + len(raw)) // 3 * 4]
+            forms.append(core)
+    return [f for f in dict.fromkeys(forms) if len(f) >= MIN_SECRET_LEN]
+
+
 class Redactor:
-    """Replaces configured keys and common credential shapes with [REDACTED]."""
+    """Replaces configured keys (and their encoded forms) and common credential shapes
+    with [REDACTED]."""
 
     def __init__(self, known_secrets: Iterable[str] = ()) -> None:
         self._lock = threading.Lock()
-        # An immutable tuple swapped on add(): redact() reads it without taking the lock.
+        # Immutable tuples swapped on add(): redact() reads them without taking the lock.
+        self._secrets: tuple[str, ...] = ()
         self._known: tuple[str, ...] = ()
         for secret in known_secrets:
             self.add(secret)
 
     def __repr__(self) -> str:
-        return f"Redactor({len(self._known)} known secrets)"
+        return f"Redactor({len(self._secrets)} known secrets)"
 
     def add(self, secret: str) -> None:
         """Redact `secret` from now on (ignored if shorter than 8 characters)."""
@@ -127,10 +146,12 @@ class Redactor:
         if len(secret) < MIN_SECRET_LEN:
             return
         with self._lock:
-            if secret in self._known:
+            if secret in self._secrets:
                 return
+            self._secrets = (*self._secrets, secret)
+            forms = {*self._known, *encoded_forms(secret)}
             # Longest first, so a secret that contains another is replaced whole.
-            self._known = tuple(sorted((*self._known, secret), key=len, reverse=True))
+            self._known = tuple(sorted(forms, key=len, reverse=True))
 
     def redact(self, text: str) -> str:
         """`text` with every known secret and credential shape replaced by [REDACTED]."""

@@ -97,16 +97,23 @@ class CredentialStore:
         key = (key or "").strip()
         if not key or "\n" in key or "\r" in key:
             raise CredentialError("a key must be one non-empty line", hint="check what you pasted")
-        self._ensure_dir()
-        ring = _keyring()
-        if ring is not None:
-            self._set_keyring(ring, provider, key)
-            # No plaintext copy may linger once the keyring holds the key.
-            path.unlink(missing_ok=True)
-            self._write_private(self._marker_path(provider), b"")
-            return
-        self._write_private(path, key.encode() + b"\n")
-        self._marker_path(provider).unlink(missing_ok=True)
+        try:
+            self._ensure_dir()
+            ring = _keyring()
+            if ring is not None:
+                self._set_keyring(ring, provider, key)
+                # No plaintext copy may linger once the keyring holds the key.
+                path.unlink(missing_ok=True)
+                self._write_private(self._marker_path(provider), b"")
+                return
+            self._write_private(path, key.encode() + b"\n")
+            self._marker_path(provider).unlink(missing_ok=True)
+        except OSError as exc:
+            # A read-only or full home: the key that was stored (if any) is still there.
+            raise CredentialError(
+                f"cannot store the key in {self.directory}: {exc.strerror or type(exc).__name__}",
+                hint="the swarmdeck home (SWARMDECK_HOME) must be a writable directory",
+            ) from None
 
     def _set_keyring(self, ring: ModuleType, provider: str, key: str) -> None:
         try:

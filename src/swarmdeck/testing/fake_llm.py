@@ -20,6 +20,7 @@ from types import FrameType, TracebackType
 from typing import Any, Self
 from urllib.parse import urlsplit
 
+from swarmdeck.errors import UsageError
 from swarmdeck.testing.script import (
     Api,
     FakeRequest,
@@ -523,19 +524,22 @@ def _anthropic_block_events(answer: _Answer) -> list[dict[str, Any]]:
     return events
 
 
-def anthropic_stream(answer: _Answer) -> list[str]:
-    """SSE events of a streamed answer, in the real API's order."""
+def anthropic_stream(answer: _Answer, *, usage: bool = True) -> list[str]:
+    """SSE events of a streamed answer, in the real API's order; without `usage`, no
+    event carries token counts."""
     start = {**anthropic_message(answer), "content": [], "stop_reason": None}
     start["usage"] = {**anthropic_usage(answer), "output_tokens": 1}
+    if not usage:
+        del start["usage"]
     events: list[dict[str, Any]] = [{"type": "message_start", "message": start}, {"type": "ping"}]
     events += _anthropic_block_events(answer)
-    events.append(
-        {
-            "type": "message_delta",
-            "delta": {"stop_reason": _stop_reason(answer), "stop_sequence": None},
-            "usage": anthropic_usage(answer),
-        }
-    )
+    end: dict[str, Any] = {
+        "type": "message_delta",
+        "delta": {"stop_reason": _stop_reason(answer), "stop_sequence": None},
+    }
+    if usage:
+        end["usage"] = anthropic_usage(answer)
+    events.append(end)
     events.append({"type": "message_stop"})
     return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events]
 
@@ -763,19 +767,26 @@ class _Handler(BaseHTTPRequestHandler):
             raise _fault_error(fault)
         malformed = bool(fault and fault.malformed_arguments)
         answer = build_answer(api, reply, request, malformed=malformed)
-        self._send_answer(api, answer, request, cut=bool(fault and fault.cut_stream))
+        self._send_answer(api, answer, request, fault or Fault(), reply.chunk_delay)
 
-    def _send_answer(self, api: Api, answer: _Answer, request: FakeRequest, *, cut: bool) -> None:
-        """The answer as JSON or as the vendor's event stream."""
-        if not request.stream:
+    def _send_answer(
+        self, api: Api, answer: _Answer, request: FakeRequest, fault: Fault, chunk_delay: float
+    ) -> None:
+        """The answer as JSON or as the vendor's event stream, as the fault has it."""
+        cut = fault.cut_stream
+        if not request.stream or fault.ignore_stream:
             payload = openai_completion(answer) if api == "openai" else anthropic_message(answer)
             self._send_json(200, payload, cut=cut)
+        elif fault.empty_stream:
+            self._send_sse([])
         elif api == "openai":
             options = request.body.get("stream_options")
             include_usage = isinstance(options, Mapping) and options.get("include_usage") is True
-            self._send_sse(openai_stream(answer, include_usage), cut=cut)
+            events = openai_stream(answer, include_usage and not fault.omit_usage)
+            self._send_sse(events, cut=cut, gap=chunk_delay)
         else:
-            self._send_sse(anthropic_stream(answer), cut=cut)
+            events = anthropic_stream(answer, usage=not fault.omit_usage)
+            self._send_sse(events, cut=cut, gap=chunk_delay)
 
     def _begin(self, status: int, content_type: str, extra: Iterable[tuple[str, str]] = ()) -> None:
         """Status line and the headers every answer has."""
@@ -801,8 +812,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self.wfile.write(data)
 
-    def _send_sse(self, events: list[str], *, cut: bool = False) -> None:
-        """An event stream in chunked encoding; `cut` stops half-way without the final chunk."""
+    def _send_sse(self, events: list[str], *, cut: bool = False, gap: float = 0.0) -> None:
+        """An event stream in chunked encoding, `gap` seconds between events; `cut` stops
+        half-way without the final chunk."""
         self._begin(
             200,
             "text/event-stream; charset=utf-8",
@@ -811,7 +823,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if cut:
             events = events[: max(1, len(events) // 2)]
-        for event in events:
+        for i, event in enumerate(events):
+            if i and gap:
+                self.wfile.flush()
+                if not self.server.fake._sleep(gap):
+                    raise _ClientGone
             data = event.encode()
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         if cut:
@@ -1042,17 +1058,25 @@ def run_fake_llm(port: int, script_path: Path, host: str = "127.0.0.1") -> None:
     """Serve `script_path` on host:port until SIGINT or SIGTERM (call from the main thread)."""
     script = Script.load(script_path)
     stop = threading.Event()
+    server = FakeLLM(script, host=host, port=port)
+    try:
+        server.start()
+    except OSError as exc:
+        raise UsageError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+            "pick another --port, or 0 for a free one",
+        ) from None
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with FakeLLM(script, host=host, port=port) as server:
-            print(f"fake LLM listening on http://{host}:{server.port}", file=sys.stderr, flush=True)
-            # A timed wait keeps the main thread responsive to signals on every platform.
-            while not stop.wait(0.2):
-                pass
+        print(f"fake LLM listening on http://{host}:{server.port}", file=sys.stderr, flush=True)
+        # A timed wait keeps the main thread responsive to signals on every platform.
+        while not stop.wait(0.2):
+            pass
     finally:
+        server.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -1,4 +1,8 @@
-"""Pytest fixtures for driving real SDK clients against the fake LLM server."""
+"""Pytest fixtures for driving real SDK clients against the fake LLM server.
+
+Registered as the `swarmdeck` pytest plugin (the `pytest11` entry point), so a project
+with swarmdeck installed gets `fake_llm` without a `pytest_plugins` line.
+"""
 
 from __future__ import annotations
 

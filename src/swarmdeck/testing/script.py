@@ -13,6 +13,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from swarmdeck.errors import SwarmdeckError
+
 Api = Literal["openai", "anthropic"]
 
 EXHAUSTED_TEXT = "(script exhausted)"
@@ -20,8 +22,9 @@ EXHAUSTED_TEXT = "(script exhausted)"
 TOOL_RESULT_PLACEHOLDER_CHARS = 2000
 
 
-class ScriptError(ValueError):
-    """A script file or dict that does not describe a valid script."""
+class ScriptError(SwarmdeckError, ValueError):
+    """A script file or dict that does not describe a valid script; the message is one line
+    naming the file (when there is one) and the first problem."""
 
 
 class NoScenarioMatches(LookupError):
@@ -47,7 +50,13 @@ class UsageSpec(_Strict):
 
 
 class FaultSpec(_Strict):
-    """A failure injected instead of (or into) a turn's answer."""
+    """A failure injected instead of (or into) a turn's answer.
+
+    Besides errors and cut streams, the ways real servers misbehave: `ignore_stream`
+    answers a streamed request with the whole JSON body; `empty_stream` answers 200 with
+    an event stream that holds nothing (llama.cpp, given a prompt over its window);
+    `omit_usage` streams no token counts (llama.cpp, always).
+    """
 
     status: int | None = Field(default=None, ge=400, le=599)
     retry_after: float | None = Field(default=None, ge=0)
@@ -55,6 +64,9 @@ class FaultSpec(_Strict):
     body: dict[str, Any] | None = None
     cut_stream: bool = False
     malformed_arguments: bool = False
+    ignore_stream: bool = False
+    empty_stream: bool = False
+    omit_usage: bool = False
 
 
 class ToolCallSpec(_Strict):
@@ -72,6 +84,8 @@ class TurnSpec(_Strict):
     reasoning: str | None = None
     usage: UsageSpec | None = None
     delay: float = Field(default=0.0, ge=0)
+    # Seconds between the events of a streamed answer (a slow model writing).
+    chunk_delay: float = Field(default=0.0, ge=0)
     fault: FaultSpec | None = None
 
 
@@ -112,6 +126,9 @@ class Fault:
     body: dict[str, Any] | None = None
     cut_stream: bool = False
     malformed_arguments: bool = False
+    ignore_stream: bool = False
+    empty_stream: bool = False
+    omit_usage: bool = False
 
 
 @dataclass(frozen=True)
@@ -137,6 +154,7 @@ class Reply:
     reasoning: str | None = None
     usage: ReplyUsage | None = None
     delay: float = 0.0
+    chunk_delay: float = 0.0
     fault: Fault | None = None
 
 
@@ -294,8 +312,28 @@ def _reply_from_turn(turn: TurnSpec, request: FakeRequest) -> Reply:
         reasoning=None if turn.reasoning is None else render_placeholders(turn.reasoning, request),
         usage=_usage_from_spec(turn.usage),
         delay=turn.delay,
+        chunk_delay=turn.chunk_delay,
         fault=_fault_from_spec(turn.fault),
     )
+
+
+def _first_problem(exc: ValidationError) -> str:
+    """The first validation error as `where: what`, and how many more there are."""
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    where = ".".join(str(part) for part in first["loc"]) or "the script"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{where}: {first['msg']}{more}"
+
+
+def _syntax(exc: Exception) -> str:
+    """What is wrong with a file that does not parse, in one line with its position."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
+    where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+    return f"YAML: {problem}{where}"
 
 
 class Script:
@@ -305,27 +343,33 @@ class Script:
         self.spec = spec or ScriptFile()
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Script:
+    def from_dict(cls, data: Mapping[str, Any], source: str = "fake LLM script") -> Script:
         """Validate a script given as a dict (the parsed YAML/JSON file)."""
         try:
             return cls(ScriptFile.model_validate(data))
         except ValidationError as exc:
-            raise ScriptError(f"invalid fake LLM script: {exc}") from exc
+            raise ScriptError(f"invalid {source}: {_first_problem(exc)}") from exc
 
     @classmethod
     def load(cls, path: Path | str) -> Script:
         """Load a YAML or JSON script file (by suffix; YAML otherwise)."""
         path = Path(path)
+        hint = "see `swarmdeck fake-llm --help` for the format"
         try:
             raw = path.read_text(encoding="utf-8")
             data = json.loads(raw) if path.suffix.lower() == ".json" else yaml.safe_load(raw)
-        except (OSError, ValueError, yaml.YAMLError) as exc:
-            raise ScriptError(f"cannot read fake LLM script {path}: {exc}") from exc
+        except OSError as exc:
+            raise ScriptError(f"cannot read fake LLM script {path}: {exc.strerror}") from exc
+        except (ValueError, yaml.YAMLError) as exc:
+            raise ScriptError(f"fake LLM script {path} is not valid {_syntax(exc)}", hint) from exc
         if data is None:
             data = {}
         if not isinstance(data, Mapping):
-            raise ScriptError(f"fake LLM script {path} must be a mapping with 'scenarios'")
-        return cls.from_dict(data)
+            raise ScriptError(f"fake LLM script {path} must be a mapping with 'scenarios'", hint)
+        try:
+            return cls.from_dict(data, f"fake LLM script {path}")
+        except ScriptError as exc:
+            raise ScriptError(exc.message, hint) from exc.__cause__
 
     def scenario_for(self, request: FakeRequest) -> ScenarioSpec:
         """First scenario whose match is in the task, else the last one without match."""

@@ -42,6 +42,9 @@ class ToolContext:
     services: dict[str, Any] = field(default_factory=dict)
     # A stable key per call, so idempotent tools can deduplicate their effect.
     call_key: str = ""
+    # What started the turn that made this call: "person", "parent", "child", "cron",
+    # "system" (see runtime/origin.py). Guards of fleet-changing tools read it.
+    origin: str = ""
 
     @property
     def read_only(self) -> bool:
@@ -56,9 +59,12 @@ class ToolOutcome:
     content: str
     is_error: bool = False
     permission_denied: bool = False
+    # A check tool run before a cron wakes the model found nothing to do: no model call.
+    quiet: bool = False
 
 
-ToolBody = Callable[[ToolContext, Any], Awaitable[str]]
+# A body returns the text the model sees, or a whole outcome (a check's `quiet`).
+ToolBody = Callable[[ToolContext, Any], Awaitable["str | ToolOutcome"]]
 
 
 @functools.lru_cache(maxsize=1024)
@@ -81,6 +87,16 @@ class Tool:
     # Control tools (wait, spawn_agent, ask_user, submit_result...) are carried out by the
     # session workflow itself, not as a plain step.
     control: bool = False
+    # Whether a mode is offered the tool on this host right now (the shell needs a sandbox
+    # in read-only modes); None: whenever the mode may use it.
+    offered: Callable[[str], bool] | None = None
+    # Offered only to sessions that name it (an agent's tools, a loaded skill's tools.json),
+    # never by default: the store-wide maintenance tools.
+    granted: bool = False
+
+    def offered_to(self, mode: str) -> bool:
+        """True when a session in `mode` is shown this tool here."""
+        return mode in self.modes and (self.offered is None or self.offered(mode))
 
     def spec(self) -> ToolSpec:
         """The schema the model is shown (built once: pydantic builds it anew each time)."""
@@ -111,7 +127,8 @@ class Tool:
             )
         try:
             args = self.parse_args(raw_args)
-            return ToolOutcome(await self.body(ctx, args))
+            result = await self.body(ctx, args)
+            return result if isinstance(result, ToolOutcome) else ToolOutcome(result)
         except PermissionDeniedError as exc:
             return ToolOutcome(f"permission denied: {exc.message}", True, True)
         except ToolError as exc:
@@ -135,8 +152,13 @@ class ToolRegistry:
         return self._tools.get(name)
 
     def for_mode(self, mode: str, only: list[str] | None = None) -> list[Tool]:
-        """The tools a session in `mode` is offered, optionally narrowed to `only`."""
-        tools = [t for t in self._tools.values() if mode in t.modes]
+        """The tools a session in `mode` is offered, optionally narrowed to `only` (without
+        `only`, the granted-only tools are left out)."""
+        tools = [t for t in self._tools.values() if t.offered_to(mode)]
         if only is not None:
-            tools = [t for t in tools if t.name in only]
-        return tools
+            return [t for t in tools if t.name in only]
+        return [t for t in tools if not t.granted]
+
+    def names(self) -> list[str]:
+        """Every registered tool's name."""
+        return list(self._tools)

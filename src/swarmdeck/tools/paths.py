@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from swarmdeck.config import home_dir
@@ -17,6 +18,8 @@ CREDENTIAL_NAMES = frozenset(
 ENV_TEMPLATES = frozenset({".env.example", ".env.sample", ".env.template", ".env.dist"})
 # Directories whose whole content is credentials.
 CREDENTIAL_DIRS = frozenset({".ssh", ".gnupg", ".aws"})
+# Another process's environment (the worker's holds whatever its user exported).
+_PROC_ENVIRON = re.compile(r"^/proc/(?:[^/]+/)*environ$")
 
 
 def credentials_dir() -> Path:
@@ -39,6 +42,8 @@ def credential_reason(
     name = path.name
     if name in CREDENTIAL_NAMES or (name.startswith(".env.") and name not in ENV_TEMPLATES):
         return f"credential file: {name}"
+    if _PROC_ENVIRON.match(os.path.normpath(str(path))):
+        return "process environment"
     parts = path.relative_to(root).parts if root and _is_within(path, root) else path.parts
     for part in parts:
         if part in CREDENTIAL_DIRS:
@@ -47,6 +52,8 @@ def credential_reason(
     # Check both spellings: `path` may be the resolved one or the name the caller used.
     if _is_within(path, creds) or _is_within(Path(os.path.realpath(path)), creds):
         return f"swarmdeck credentials directory: {creds}"
+    if path.parent.name == "credentials" and name.endswith(".key"):
+        return f"swarmdeck key file (another home's): {name}"
     return None
 
 

@@ -2,9 +2,12 @@
 
 Write modes (code, resume, agent) use a deny-list; read-only modes (explore, review) an
 allow-list of commands that cannot change files or reach the network; test mode adds test
-runners. The deny-list catches mistakes and obvious intent, not a determined program: any
-interpreter can do what a denied command does. What holds against that is the sandbox
-(read-only binds, no network, no credentials mounted) and the rebuilt environment.
+runners. In a read-only mode every program argv would run (the launchers' inner ones too)
+is resolved to its real path and must be installed in a trusted dir, never in the workdir:
+`./cat` or `/tmp/x/cat` is not `cat`. The deny-list catches mistakes and obvious intent,
+not a determined program: any interpreter can do what a denied command does. What holds
+against that is the sandbox (read-only binds, no network, no credentials mounted) and the
+rebuilt environment.
 """
 
 from __future__ import annotations
@@ -12,10 +15,23 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from swarmdeck.errors import PermissionDeniedError, ToolError
 from swarmdeck.tools.base import WRITE_MODES
+from swarmdeck.tools.visible import tool_path, trusted_program_dirs
+
+# Variables that make a program load or run another one: never set for a tool, neither by
+# the environment nor by `env VAR=value` in its argv.
+RUNS_ANOTHER_RE = re.compile(
+    r"^(?:LD_\w+|GIT_(?:EXTERNAL_DIFF|PAGER|EDITOR|SSH\w*|ASKPASS|EXEC_PATH|CONFIG\w*|"
+    r"PROXY_COMMAND|TEMPLATE_DIR|DIR|WORK_TREE)|PAGER|MANPAGER|EDITOR|VISUAL|BROWSER|"
+    r"SSH_ASKPASS|PYTHON\w*|PERL5?\w*|RUBY\w*|NODE_OPTIONS|BASH_ENV|ENV|PROMPT_COMMAND|"
+    r"SHELLOPTS|BASHOPTS|IFS|CDPATH)$"
+)
+_ASSIGNMENT_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=")
 
 # --- programs that only run another program -------------------------------------------------
 
@@ -38,6 +54,24 @@ _WRAPPER_REFUSED_OPTS: dict[str, frozenset[str]] = {
     "xargs": frozenset({"-a", "--arg-file"}),
 }
 _MAX_UNWRAP = 8
+# In a read-only mode a wrapper may take only these options (anything else could be a
+# value we would mistake for the wrapped program); flags take no value.
+_STRICT_FLAGS: dict[str, frozenset[str]] = {
+    "env": frozenset({"-i", "--ignore-environment", "-0", "--null", "--"}),
+    "nice": frozenset({"--"}),
+    "nohup": frozenset({"--"}),
+    "timeout": frozenset({"--preserve-status", "--foreground", "-v", "--verbose", "--"}),
+    "stdbuf": frozenset({"--"}),
+    "time": frozenset({"-p", "-v", "--verbose", "--portability", "--"}),
+    "xargs": frozenset({"-0", "--null", "-r", "--no-run-if-empty", "-t", "--verbose", "-x",
+                        "--exit", "--"}),
+    "ionice": frozenset({"-t", "--ignore", "--"}),
+}  # fmt: skip
+_STRICT_VALUE_OPTS: dict[str, frozenset[str]] = {
+    **_WRAPPER_VALUE_OPTS,
+    "ionice": frozenset({"-c", "--class", "-n", "--classdata"}),
+    "time": frozenset({"-f", "--format"}),
+}
 
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "busybox", "ash"})
 
@@ -157,8 +191,20 @@ _SHELL_KEYWORDS = frozenset(
 _SHELL_PUNCT = set("();<>|&")
 
 
-def check_command(mode: str, argv: Sequence[str], *, network: bool = False) -> None:
-    """Raise PermissionDeniedError (with the reason) if `mode` may not run `argv`."""
+def check_command(mode: str, argv: Sequence[str], *, workdir: Path, network: bool = False) -> None:
+    """Raise PermissionDeniedError (with the reason) if `mode` may not run `argv` in
+    `workdir`: its shape and names (check_argv), then in a read-only mode every program
+    it would run, by real path."""
+    check_argv(mode, argv, network=network)
+    if mode in WRITE_MODES:
+        return
+    for level in unwrap_chain(mode, list(argv), strict=True):
+        check_program_path(mode, level[0], Path(workdir))
+
+
+def check_argv(mode: str, argv: Sequence[str], *, network: bool = False) -> None:
+    """Raise PermissionDeniedError (with the reason) if `mode` may not run `argv`, judging
+    its shape and program names only (check_command adds where the programs live)."""
     _check_argv(argv)
     if mode in WRITE_MODES:
         _check_denied(mode, list(argv), network)
@@ -190,27 +236,99 @@ def _denied(mode: str, what: str, why: str) -> PermissionDeniedError:
 
 def unwrap(mode: str, argv: list[str]) -> list[str]:
     """The argv a wrapper (env, nice, timeout, xargs...) would run; argv itself otherwise."""
+    return unwrap_chain(mode, argv, strict=mode not in WRITE_MODES)[-1]
+
+
+def unwrap_chain(mode: str, argv: list[str], *, strict: bool) -> list[list[str]]:
+    """argv, then the argv each wrapper in it would run, outermost first.
+
+    `strict` (read-only modes): a wrapper option we do not know, and any VAR=value, is
+    refused. Otherwise only an assignment of a variable that runs programs is refused.
+    """
+    chain = [argv]
     for _ in range(_MAX_UNWRAP):
-        prog = program(argv)
-        value_opts = _WRAPPER_VALUE_OPTS.get(prog)
-        if value_opts is None:
-            return argv
-        i = 1
-        while i < len(argv) and (argv[i].startswith("-") or (prog == "env" and "=" in argv[i])):
-            opt = argv[i].split("=", 1)[0]
-            refused = _WRAPPER_REFUSED_OPTS.get(prog, frozenset())
-            if opt in refused or (prog == "env" and argv[i].startswith("-S")):
-                raise _denied(mode, f"{prog} {opt}", "its argument cannot be checked")
-            if argv[i] == "--":
-                i += 1
-                break
-            i += 2 if opt in value_opts and "=" not in argv[i] else 1
-        if prog == "timeout" and i < len(argv):
-            i += 1  # the duration
-        if i >= len(argv):
-            return argv  # a bare wrapper (`env` prints the environment)
-        argv = argv[i:]
+        inner = _unwrap_once(mode, argv, strict)
+        if inner is None:
+            return chain
+        chain.append(inner)
+        argv = inner
     raise _denied(mode, "deeply nested wrappers", "too many levels to check")
+
+
+def _unwrap_once(mode: str, argv: list[str], strict: bool) -> list[str] | None:
+    """The argv the wrapper `argv` would run; None when argv is no wrapper, or is bare."""
+    prog = program(argv)
+    value_opts = (_STRICT_VALUE_OPTS if strict else _WRAPPER_VALUE_OPTS).get(prog)
+    if value_opts is None:
+        return None
+    i = 1
+    while i < len(argv) and (argv[i].startswith("-") or (prog == "env" and "=" in argv[i])):
+        arg = argv[i]
+        opt = arg.split("=", 1)[0]
+        if prog == "env" and not arg.startswith("-"):
+            _check_assignment(mode, arg, strict)
+            i += 1
+            continue
+        refused = _WRAPPER_REFUSED_OPTS.get(prog, frozenset())
+        if opt in refused or (prog == "env" and arg.startswith("-S")):
+            raise _denied(mode, f"{prog} {opt}", "its argument cannot be checked")
+        known = opt in value_opts or arg in _STRICT_FLAGS.get(prog, ())
+        legacy_nice = prog == "nice" and re.fullmatch(r"-\d+", arg)
+        if strict and not known and not legacy_nice:
+            raise _denied(mode, f"{prog} {arg}", "an option swarmdeck cannot check")
+        if arg == "--":
+            i += 1
+            break
+        i += 2 if opt in value_opts and "=" not in arg else 1
+    if prog == "timeout" and i < len(argv):
+        i += 1  # the duration
+    if i >= len(argv):
+        return None  # a bare wrapper (`env` prints the environment)
+    return argv[i:]
+
+
+def _check_assignment(mode: str, arg: str, strict: bool) -> None:
+    """Refuse `VAR=value` in argv: always in a read-only mode; elsewhere for a variable that
+    makes a program run another (GIT_EXTERNAL_DIFF, LD_PRELOAD, PAGER...)."""
+    name = arg.split("=", 1)[0]
+    if RUNS_ANOTHER_RE.match(name):
+        raise _denied(mode, f"setting {name}", "it makes a program run another one")
+    if strict:
+        raise _denied(mode, f"env {name}=...", "environment assignments are refused")
+
+
+# --- programs by path -----------------------------------------------------------------------
+
+
+def resolve_program(name: str, workdir: Path) -> Path | None:
+    """Where `name` would be found when run in `workdir` with the tools' PATH (not resolved
+    through symlinks), or None."""
+    if "/" in name:
+        path = Path(name) if os.path.isabs(name) else workdir / name
+        return Path(os.path.abspath(path)) if os.path.isfile(path) else None
+    found = shutil.which(name, path=tool_path())
+    return Path(os.path.abspath(found)) if found else None
+
+
+def check_program_path(mode: str, name: str, workdir: Path) -> Path:
+    """The program `name` runs, refused unless it is installed in a trusted dir (the
+    system's, the interpreter's) and lies outside the workdir, whatever symlinks say."""
+    found = resolve_program(name, workdir)
+    if found is None:
+        raise _denied(mode, name, "no such program in the system's or the interpreter's dirs")
+    real = Path(os.path.realpath(found))
+    root = Path(os.path.realpath(workdir))
+    if any(p == root or root in p.parents for p in (found, real)):
+        raise _denied(mode, name, "a program inside the workdir never runs in a read-only mode")
+    trusted = trusted_program_dirs()
+    if Path(os.path.realpath(found.parent)) not in trusted or real.parent not in trusted:
+        raise _denied(
+            mode,
+            name,
+            f"it resolves to {real}; read-only modes run only programs installed in "
+            "the system's or the interpreter's bin dirs",
+        )
+    return found
 
 
 # --- read-only ------------------------------------------------------------------------------
@@ -377,11 +495,17 @@ def _find_exec_commands(argv: list[str]) -> list[list[str]]:
     return commands
 
 
-def _git_subcommand(argv: list[str]) -> str:
+def _git_subcommand_at(argv: list[str]) -> int:
+    """Where git's subcommand is in argv (len(argv) when there is none)."""
     i = 1
     while i < len(argv) and argv[i].startswith("-"):
         opt = argv[i].split("=", 1)[0]
         i += 2 if (opt in _GIT_VALUE_OPTS or opt == "-c") and "=" not in argv[i] else 1
+    return min(i, len(argv))
+
+
+def _git_subcommand(argv: list[str]) -> str:
+    i = _git_subcommand_at(argv)
     return argv[i] if i < len(argv) else ""
 
 
@@ -459,11 +583,16 @@ def _script_commands(script: str) -> list[list[str]]:
 
 
 def _strip_prefix(words: list[str]) -> list[str]:
-    """Drop shell keywords and VAR=value assignments in front of a command."""
+    """Drop shell keywords and VAR=value assignments in front of a command; an assignment
+    of a variable that runs programs (also after `export`) is refused."""
+    for word in words:
+        match = _ASSIGNMENT_RE.match(word)
+        if match and RUNS_ANOTHER_RE.match(match.group(1)):
+            raise PermissionDeniedError(
+                f"setting {match.group(1)} is not allowed: it makes a program run another one"
+            )
     i = 0
-    while i < len(words) and (
-        words[i] in _SHELL_KEYWORDS or re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[i])
-    ):
+    while i < len(words) and (words[i] in _SHELL_KEYWORDS or _ASSIGNMENT_RE.match(words[i])):
         i += 1
     return words[i:]
 
@@ -494,3 +623,20 @@ def _check_shell_script(mode: str, argv: list[str], network: bool) -> None:
             _check_shell_script(mode, ["sh", "-c", " ".join(command[1:])], network)
         else:
             _check_denied(mode, command, network)
+
+
+# Repository config can name programs that read-only git commands run: a file system
+# monitor (status, diff), an external diff and text converters (diff, log, show).
+_GIT_NO_PROGRAMS = ["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null"]
+_GIT_DIFFING = frozenset({"diff", "log", "show"})
+
+
+def hardened(mode: str, argv: list[str]) -> list[str]:
+    """argv as a read-only mode runs it: git told to run no program its config names."""
+    if mode in WRITE_MODES or program(argv) != "git":
+        return argv
+    at = _git_subcommand_at(argv)
+    if at >= len(argv):
+        return [argv[0], *_GIT_NO_PROGRAMS, *argv[1:]]
+    extra = ["--no-ext-diff", "--no-textconv"] if argv[at] in _GIT_DIFFING else []
+    return [argv[0], *_GIT_NO_PROGRAMS, *argv[1 : at + 1], *extra, *argv[at + 1 :]]

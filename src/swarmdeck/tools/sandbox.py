@@ -1,4 +1,11 @@
-"""Running tool commands: a rebuilt environment, a timeout, an output cap, and bubblewrap."""
+"""Running tool commands: which sandbox is in force, a rebuilt environment, a timeout, an
+output cap, and nothing left running afterwards.
+
+Three sandboxes, best first: bubblewrap (a new root showing only what tools need, no
+network, its own pid namespace), Landlock (the kernel confines the command's reads, writes
+and TCP; a network namespace too where one can be made), or none. Outside bubblewrap every
+command runs under the launcher (jail/launcher.py), which kills whatever it left behind.
+"""
 
 from __future__ import annotations
 
@@ -10,51 +17,38 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from swarmdeck.config import home_dir
 from swarmdeck.errors import PermissionDeniedError, ToolError
 from swarmdeck.secrets.redact import default_redactor
-from swarmdeck.tools.paths import credential_reason
+from swarmdeck.tools.bwrap import bwrap_args
+from swarmdeck.tools.jail.command import launcher_argv
+from swarmdeck.tools.policy import RUNS_ANOTHER_RE
+from swarmdeck.tools.sandbox_info import (  # noqa: F401 (the sandbox's public names)
+    INSTALL_HINT,
+    OPTED_OUT_REASON,
+    SandboxInfo,
+    SandboxKind,
+    sandbox_warning,
+)
+from swarmdeck.tools.visible import default_hidden_paths, tool_path
 
 SANDBOX_ENV = "SWARMDECK_SANDBOX"
-# Variables copied from the parent environment; everything else is dropped.
-ENV_ALLOW = frozenset({"PATH", "LANG", "LANGUAGE", "TERM", "TZ"})
+OFF_VALUES = frozenset({"off", "0", "false", "no", "none"})
+# Variables copied from the parent environment (PATH is rebuilt); everything else is dropped.
+ENV_ALLOW = frozenset({"LANG", "LANGUAGE", "TERM", "TZ"})
 ENV_ALLOW_PREFIXES = ("LC_",)
 # A name with one of these fragments never reaches a tool, even through `extra`.
 SECRET_NAME_RE = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
-DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 # How long to wait for the last output once the process is gone (a grandchild that escaped
 # the process group can hold the pipe open forever).
 DRAIN_GRACE_S = 1.0
-# How long a SIGKILLed process may take to be reaped, and the longest poll interval.
+# How long a stopped process may take to end, and the longest poll interval.
 REAP_GRACE_S = 5.0
-POLL_MAX_S = 0.05
+POLL_MAX_S = 0.01
 READ_CHUNK = 65_536
-# The user's own credentials, hidden from sandboxed commands along with the swarmdeck home.
-_USER_SECRETS = (
-    ".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", ".netrc", ".git-credentials",
-    ".pgpass", ".pypirc", ".npmrc", ".config/gcloud", ".config/gh", ".codex", ".claude",
-    ".claude.json",
-)  # fmt: skip
-# Host files that only root may read (tools may run as root), and sockets that hand out root
-# on the host: a read-only bind does not stop connect().
-_HOST_SECRETS = (
-    "/etc/shadow", "/etc/gshadow", "/run/docker.sock", "/var/run/docker.sock",
-    "/run/containerd", "/run/podman",
-)  # fmt: skip
-
-
-@dataclass(frozen=True)
-class SandboxInfo:
-    """Whether shell tools run inside bubblewrap here, and why not if they do not."""
-
-    available: bool
-    reason: str
-    version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -65,14 +59,56 @@ class CommandResult:
     output: str
     timed_out: bool
     truncated: bool
-    sandboxed: bool
+    sandbox: SandboxKind
+
+    @property
+    def sandboxed(self) -> bool:
+        """True when a sandbox confined the command."""
+        return self.sandbox != "none"
 
 
 def detect_sandbox() -> SandboxInfo:
-    """Whether bubblewrap can sandbox commands here (SWARMDECK_SANDBOX=off turns it off)."""
-    if os.environ.get(SANDBOX_ENV, "").lower() in ("off", "0", "false", "no"):
-        return SandboxInfo(False, f"disabled by {SANDBOX_ENV}=off")
-    return _probe_bwrap()
+    """The best sandbox that works here. SWARMDECK_SANDBOX narrows the choice: `bwrap` or
+    `landlock` allow only that one, `off` none (which fails closed: see shell_refusal)."""
+    wanted = os.environ.get(SANDBOX_ENV, "").strip().lower() or "auto"
+    if wanted in OFF_VALUES:
+        return SandboxInfo("none", f"disabled by {SANDBOX_ENV}=off")
+    if wanted not in ("auto", "bwrap", "landlock"):
+        return SandboxInfo("none", f"{SANDBOX_ENV}={wanted} is not auto, bwrap, landlock or off")
+    bwrap = _probe_bwrap() if wanted != "landlock" else None
+    if bwrap is not None and bwrap.available:
+        return bwrap
+    landlock = _probe_landlock() if wanted != "bwrap" else None
+    if landlock is not None and landlock.available:
+        return landlock
+    reasons = [info.reason for info in (bwrap, landlock) if info is not None]
+    return SandboxInfo("none", "; ".join(reasons))
+
+
+def sandbox_in_force(opted_out: bool) -> SandboxInfo:
+    """The sandbox a run gets: none when its user opted out, else the best that works."""
+    if opted_out:
+        return SandboxInfo("none", OPTED_OUT_REASON)
+    return detect_sandbox()
+
+
+def shell_refusal(mode_writes: bool, info: SandboxInfo, opted_out: bool) -> str | None:
+    """Why the shell may not run here, or None. Fail closed: without a sandbox a read-only
+    mode has no shell, and a write mode only when its user opted out of the sandbox."""
+    if info.available:
+        return None
+    if not mode_writes:
+        return (
+            f"no shell in a read-only mode without a sandbox ({info.reason}); the file tools "
+            f"still work; {INSTALL_HINT}"
+        )
+    if opted_out:
+        return None
+    return (
+        f"the shell needs a sandbox and none works here ({info.reason}); {INSTALL_HINT}; "
+        "or accept running without one: --no-sandbox, or `sandbox: off` in "
+        "$SWARMDECK_HOME/settings.yaml"
+    )
 
 
 @functools.cache
@@ -80,22 +116,39 @@ def _probe_bwrap() -> SandboxInfo:
     """Find bwrap and prove it can build the namespaces we use (containers often forbid it)."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
-        return SandboxInfo(False, "bwrap (bubblewrap) is not installed")
+        return SandboxInfo("none", "bwrap (bubblewrap) is not installed")
     try:
         version = subprocess.run(
             [bwrap, "--version"], capture_output=True, text=True, timeout=10, check=False
         ).stdout.strip()
         trial = subprocess.run(
             [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-net", "--cap-drop", "ALL",
-             "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--", "true"],
+             "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink",
+             "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--dev", "/dev", "--proc",
+             "/proc", "--", "true"],
             capture_output=True, text=True, timeout=10, check=False,
         )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return SandboxInfo(False, f"bwrap could not be run: {exc}")
+        return SandboxInfo("none", f"bwrap could not be run: {exc}")
     if trial.returncode != 0:
         detail = (trial.stderr.strip().splitlines() or ["no message"])[0]
-        return SandboxInfo(False, f"bwrap cannot create a sandbox here: {detail}", version)
-    return SandboxInfo(True, f"bubblewrap at {bwrap}", version.removeprefix("bubblewrap "))
+        return SandboxInfo("none", f"bwrap cannot create a sandbox here: {detail}", version)
+    return SandboxInfo("bwrap", f"bubblewrap at {bwrap}", version.removeprefix("bubblewrap "))
+
+
+@functools.cache
+def _probe_landlock() -> SandboxInfo:
+    """Whether the kernel's Landlock can confine files and TCP (ABI 4 or later)."""
+    from swarmdeck.tools.jail import landlock
+
+    try:
+        abi = landlock.abi_version()
+    except (OSError, AttributeError) as exc:  # no syscall() in this libc
+        return SandboxInfo("none", f"Landlock cannot be asked for: {exc}")
+    if abi < landlock.MIN_ABI:
+        state = "absent or disabled" if abi == 0 else f"ABI {abi}, below {landlock.MIN_ABI}"
+        return SandboxInfo("none", f"Landlock is {state} in this kernel")
+    return SandboxInfo("landlock", f"Landlock ABI {abi} (no bubblewrap)", str(abi))
 
 
 def build_env(run_dir: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -106,7 +159,9 @@ def build_env(run_dir: Path, extra: Mapping[str, str] | None = None) -> dict[str
         if (name in ENV_ALLOW or name.startswith(ENV_ALLOW_PREFIXES))
         and not SECRET_NAME_RE.search(name)
     }
-    env.setdefault("PATH", DEFAULT_PATH)
+    # Only the interpreter's and the system's program dirs: the same PATH the policy
+    # resolves a program in, so what it checked is what runs.
+    env["PATH"] = tool_path()
     env.setdefault("LANG", "C.UTF-8")
     home, tmp = run_dir / "home", run_dir / "tmp"
     dirs = {
@@ -120,112 +175,21 @@ def build_env(run_dir: Path, extra: Mapping[str, str] | None = None) -> dict[str
     for name, path in dirs.items():
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
         env[name] = str(path)
-    # git must fail, not wait for a password on a terminal nobody watches.
+    # git must fail, not wait for a password on a terminal nobody watches, and must read no
+    # config but the repository's (a global config can name programs to run).
     env["GIT_TERMINAL_PROMPT"] = "0"
+    env["GIT_CONFIG_NOSYSTEM"] = "1"
+    env["GIT_CONFIG_GLOBAL"] = "/dev/null"
     for name, value in (extra or {}).items():
         if SECRET_NAME_RE.search(name):
             raise PermissionDeniedError(f"refusing to pass {name} to a tool: it names a secret")
+        if RUNS_ANOTHER_RE.match(name):
+            raise PermissionDeniedError(f"refusing to pass {name} to a tool: it runs programs")
         kind = default_redactor().contains_secret(value)
         if kind:
             raise PermissionDeniedError(f"refusing to pass {name} to a tool: it holds a {kind}")
         env[name] = value
     return env
-
-
-def default_hidden_paths() -> list[Path]:
-    """Paths every sandboxed command must not see: swarmdeck's home and the user's secrets."""
-    user_home = Path.home()
-    return [
-        home_dir(),
-        *(user_home / name for name in _USER_SECRETS),
-        *(Path(p) for p in _HOST_SECRETS),
-    ]
-
-
-def _hide(path: Path) -> list[str]:
-    """bwrap args that cover `path`: an empty tmpfs for a dir, /dev/null for anything else.
-
-    The /dev/null bind lands on a nodev mount, so opening the covered file fails outright.
-    """
-    if path.is_dir():
-        return ["--tmpfs", str(path)]
-    return ["--ro-bind", "/dev/null", str(path)]
-
-
-def _within(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
-
-
-def bwrap_args(
-    *,
-    workdir: Path,
-    run_dir: Path,
-    env: Mapping[str, str],
-    writable: bool,
-    network: bool,
-    hidden_paths: Sequence[Path],
-    extra_writable: Sequence[Path] = (),
-) -> list[str]:
-    """The bwrap command line (without the command) for one tool run."""
-    args = ["bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
-            "--unshare-uts", "--unshare-cgroup-try"]  # fmt: skip
-    if not network:
-        args.append("--unshare-net")
-    # We may run as root: without dropping capabilities, root inside could remount the
-    # read-only binds writable.
-    args += ["--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    args += ["--tmpfs", "/tmp"]
-    # A fresh /tmp must not take away the Python that tools run with (a venv or a checkout
-    # under /tmp, as CI and pip's build dirs have): show those read-only again.
-    for prefix in _interpreter_dirs_under("/tmp"):
-        args += ["--ro-bind", str(prefix), str(prefix)]
-    hidden = _existing(hidden_paths)
-    # Hide first; then bind the run dir and workdir, outer before inner (runs/ lives under the
-    # hidden swarmdeck home; a workdir may live under its run dir and must stay read-only),
-    # hiding again after each bind whatever hidden path lies inside it.
-    for path in hidden:
-        args += _hide(path)
-    binds = sorted([(run_dir, True), (workdir, writable)], key=lambda b: len(b[0].parts))
-    for root, rw in binds:
-        args += ["--bind" if rw else "--ro-bind", str(root), str(root)]
-        for path in hidden:
-            if path != root and _within(path, root):
-                args += _hide(path)
-    # A worktree's index and objects live in the main repository: a commit needs them.
-    for path in _existing(extra_writable) if writable else []:
-        args += ["--bind", str(path), str(path)]
-    for path in _workdir_secrets(workdir):
-        args += _hide(path)
-    args += ["--chdir", str(workdir), "--clearenv"]
-    for name, value in env.items():
-        args += ["--setenv", name, value]
-    return args
-
-
-def _interpreter_dirs_under(root: str) -> list[Path]:
-    """The interpreter's install dirs that lie under `root`, outermost only."""
-    dirs = {Path(p).resolve() for p in (sys.prefix, sys.exec_prefix, sys.base_prefix)}
-    inside = sorted(d for d in dirs if d.is_relative_to(root) and d != Path(root))
-    return [d for d in inside if not any(d != o and d.is_relative_to(o) for o in inside)]
-
-
-def _existing(paths: Sequence[Path]) -> list[Path]:
-    """Resolved hidden paths that exist (bwrap cannot mount over a missing path on ro /)."""
-    seen: dict[Path, None] = {}
-    for raw in paths:
-        path = Path(os.path.realpath(raw))
-        if path.exists() and path != Path("/"):
-            seen[path] = None
-    return list(seen)
-
-
-def _workdir_secrets(workdir: Path) -> list[Path]:
-    """Top-level .env files in the workdir: the file tools refuse them, so does the shell."""
-    return [
-        p
-        for p in sorted(workdir.glob(".env*"))
-        if p.is_file() and not p.is_symlink() and credential_reason(p)
-    ]
 
 
 async def run_command(
@@ -239,30 +203,30 @@ async def run_command(
     output_cap: int = 50_000,
     hidden_paths: Sequence[Path] = (),
     extra_writable: Sequence[Path] = (),
+    sandbox: SandboxInfo | None = None,
 ) -> CommandResult:
-    """Run argv (never a shell string) with a rebuilt env, a timeout and a capped output."""
+    """Run argv (never a shell string) in `sandbox` (default: the best one here) with a
+    rebuilt env, a timeout and a capped output."""
     if isinstance(argv, str) or not argv:
         raise ToolError("argv must be a non-empty list of strings")
     workdir, run_dir = Path(workdir).resolve(), Path(run_dir).resolve()
     if not workdir.is_dir():
         raise ToolError(f"the workdir does not exist: {workdir}")
-    info = await asyncio.to_thread(detect_sandbox)
+    info = sandbox or await asyncio.to_thread(detect_sandbox)
     env = await asyncio.to_thread(build_env, run_dir)
-    full = list(argv)
-    if info.available:
-        prefix = await asyncio.to_thread(
-            functools.partial(
-                bwrap_args,
-                workdir=workdir,
-                run_dir=run_dir,
-                env=env,
-                writable=writable,
-                network=network,
-                hidden_paths=[*default_hidden_paths(), *hidden_paths],
-                extra_writable=extra_writable,
-            )
-        )
-        full = [*prefix, "--", *argv]
+    layout = functools.partial(
+        bwrap_args if info.kind == "bwrap" else launcher_argv,
+        workdir=workdir,
+        run_dir=run_dir,
+        writable=writable,
+        network=network,
+        hidden_paths=[*default_hidden_paths(), *hidden_paths],
+        extra_writable=extra_writable,
+    )
+    if info.kind == "bwrap":
+        full = [*await asyncio.to_thread(layout, env=env), "--", *argv]
+    else:
+        full = await asyncio.to_thread(layout, argv, landlock=info.kind == "landlock")
     try:
         proc = await asyncio.create_subprocess_exec(
             *full,
@@ -275,10 +239,10 @@ async def run_command(
             start_new_session=True,
         )
     except FileNotFoundError:
-        return CommandResult(127, f"command not found: {argv[0]}", False, False, False)
+        return CommandResult(127, f"command not found: {argv[0]}", False, False, info.kind)
     except PermissionError:
-        return CommandResult(126, f"permission denied: {argv[0]}", False, False, False)
-    return await _supervise(proc, timeout_s, output_cap, info.available)
+        return CommandResult(126, f"permission denied: {argv[0]}", False, False, info.kind)
+    return await _supervise(proc, timeout_s, output_cap, info.kind)
 
 
 class _Capture:
@@ -325,6 +289,13 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
+def _ask_to_stop(pid: int) -> None:
+    """SIGTERM the launcher alone: it kills all the command started (a SIGKILL of the
+    whole group first would leave the daemons it adopted to init)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGTERM)
+
+
 async def _wait_exit(proc: asyncio.subprocess.Process, timeout_s: float) -> bool:
     """True once `proc` has exited, False at the deadline.
 
@@ -344,18 +315,30 @@ async def _wait_exit(proc: asyncio.subprocess.Process, timeout_s: float) -> bool
 
 
 async def _supervise(
-    proc: asyncio.subprocess.Process, timeout_s: float, cap: int, sandboxed: bool
+    proc: asyncio.subprocess.Process, timeout_s: float, cap: int, sandbox: SandboxKind
 ) -> CommandResult:
-    """Wait for `proc` with a deadline, collecting capped output; kill its group at the end."""
+    """Wait for `proc` with a deadline, collecting capped output; kill its group at the end.
+
+    Under bubblewrap the group's SIGKILL ends the pid namespace, daemons with it. Under the
+    launcher, the launcher is asked first: it kills what it adopted, then the group goes.
+    """
     assert proc.stdout is not None
     capture = _Capture(max(cap, 0))
     reader = asyncio.create_task(_pump(proc.stdout, capture))
+    launched = sandbox != "bwrap"
     try:
         timed_out = not await _wait_exit(proc, timeout_s)
     except asyncio.CancelledError:
-        _kill_group(proc.pid)
+        if launched:
+            _ask_to_stop(proc.pid)
+            asyncio.get_running_loop().call_later(DRAIN_GRACE_S, _kill_group, proc.pid)
+        else:
+            _kill_group(proc.pid)
         reader.cancel()
         raise
+    if timed_out and launched:
+        _ask_to_stop(proc.pid)
+        await _wait_exit(proc, REAP_GRACE_S)
     # On timeout, and for background children left behind: the whole group goes. Pids are
     # not reused this fast, so the id still names this command's group.
     _kill_group(proc.pid)
@@ -368,5 +351,10 @@ async def _supervise(
         reader.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await reader
+    # Close our end of the pipe now, on this loop: left to the garbage collector, the
+    # transport would close it on a loop that has ended ("Event loop is closed").
+    transport = getattr(proc, "_transport", None)
+    if transport is not None:
+        transport.close()
     code = proc.returncode if proc.returncode is not None else -signal.SIGKILL
-    return CommandResult(code, capture.text(), timed_out, capture.truncated, sandboxed)
+    return CommandResult(code, capture.text(), timed_out, capture.truncated, sandbox)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import time
 
 from rich.console import Console
 from rich.markup import escape
@@ -10,6 +12,11 @@ from rich.markup import escape
 from swarmdeck.catalog.records import EventRecord
 
 MAX_PREVIEW = 160
+
+
+def clock(ts: float | None = None) -> str:
+    """A time of day as progress lines carry it (HH:MM:SS, local time)."""
+    return dt.datetime.fromtimestamp(time.time() if ts is None else ts).strftime("%H:%M:%S")
 
 
 def _preview(text: str, limit: int = MAX_PREVIEW) -> str:
@@ -27,18 +34,32 @@ def _call_preview(name: str, arguments: str) -> str:
 
 
 class ProgressPrinter:
-    """Prints one line per transcript event."""
+    """Prints one line per transcript event, each with the time it happened."""
 
     def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console(stderr=True, highlight=False)
+        # Soft wrap: a line stays one line (grep-able); the terminal wraps it for the eye.
+        self.console = console or Console(stderr=True, highlight=False, soft_wrap=True)
 
     def __call__(self, ev: EventRecord) -> None:
         line = self.render(ev)
         if line:
             self.console.print(line)
 
+    def note(self, text: str) -> None:
+        """A line of the caller's own (not an event), timed like the rest."""
+        self.console.print(f"[dim]{clock()}[/] {escape(text)}")
+
     def render(self, ev: EventRecord) -> str | None:
-        """The markup line for one event, or None for events a human need not see."""
+        """The markup lines for one event, each after its time; None for events a human
+        need not see."""
+        body = self.render_body(ev)
+        if body is None:
+            return None
+        stamp = f"[dim]{clock(ev.ts)}[/] "
+        return "\n".join(stamp + line for line in body.split("\n"))
+
+    def render_body(self, ev: EventRecord) -> str | None:
+        """The markup line(s) for one event, untimed."""
         p = ev.payload
         if ev.kind == "task":
             return f"[bold]task[/]  {escape(_preview(p['text']))}"
@@ -56,8 +77,14 @@ class ProgressPrinter:
         if ev.kind == "tool_result":
             style = "red" if p.get("is_error") else "dim"
             return f"[{style}]  ← {escape(_preview(p['content'], 120))}[/]"
+        if ev.kind == "audit":
+            what = {k: v for k, v in p.items() if k in ("session", "runs", "files", "bytes")}
+            shown = ", ".join(f"{k}={v}" for k, v in what.items())
+            return f"[magenta]audit[/] {escape(p['action'])} {escape(shown)}: {escape(p['why'])}"
         if ev.kind == "error":
             return f"[red]error[/] {escape(p['message'])}"
+        if ev.kind == "notice":
+            return f"[yellow]wait[/]  {escape(_preview(p.get('text') or p.get('reason', ''), 300))}"
         if ev.kind == "status":
             return f"[bold]{escape(p['status'])}[/]" + (
                 f" [red]{escape(p['error'])}[/]" if p.get("error") else ""

@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from swarmdeck.errors import UsageError
+from swarmdeck.errors import StoreError, UsageError
+from swarmdeck.filemodes import private_dir
 
-DIR_MODE = 0o700
 # A run id becomes a directory name: no separators, no dot-only names, bounded length.
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-
-
-def _private_dir(path: Path) -> None:
-    """Create `path` (if needed) and set it to 0700 whatever the umask."""
-    path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-    os.chmod(path, DIR_MODE)
 
 
 @dataclass(frozen=True)
@@ -54,9 +47,14 @@ class RunDir:
                 f"invalid run id {run_id!r}",
                 hint="use letters, digits, '.', '_' or '-' (at most 128), no path separators",
             )
-        runs_dir = Path(runs_dir)
-        runs_dir.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-        run = cls(runs_dir / run_id)
-        for path in (run.path, run.home, run.tmp):
-            _private_dir(path)
+        run = cls(Path(runs_dir) / run_id)
+        try:
+            private_dir(Path(runs_dir))
+            for path in (run.path, run.home, run.tmp):
+                private_dir(path)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot create the run directory {run.path}: {exc.strerror or exc}",
+                "the swarmdeck home (SWARMDECK_HOME) must be a writable directory",
+            ) from None
         return run

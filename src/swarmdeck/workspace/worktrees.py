@@ -149,7 +149,7 @@ def load_meta(worktrees_dir: Path, path: Path) -> Worktree | None:
 
 @dataclass(frozen=True)
 class WorktreeStatus:
-    """A worktree as `maintain worktrees list` shows it."""
+    """A worktree as `maintain worktrees ls` shows it."""
 
     path: str
     repo: str | None
@@ -215,13 +215,13 @@ def remove_worktree(path: Path, worktrees_dir: Path, *, force: bool = False) -> 
     if path.parent != root:
         raise UsageError(
             f"{path} is not a swarmdeck worktree (those live in {root})",
-            "list them with `swarmdeck maintain worktrees list`",
+            "list them with `swarmdeck maintain worktrees ls`",
         )
     meta = load_meta(worktrees_dir, path)
     if not path.exists():
         if meta is None:
             raise NotFoundError(
-                f"no worktree at {path}", "list them with `swarmdeck maintain worktrees list`"
+                f"no worktree at {path}", "list them with `swarmdeck maintain worktrees ls`"
             )
         git(Path(meta.repo), "worktree", "prune", check=False)
         _meta_path(worktrees_dir, path).unlink(missing_ok=True)

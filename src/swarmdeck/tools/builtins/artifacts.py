@@ -10,7 +10,14 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from swarmdeck.errors import PermissionDeniedError, ToolError
+from swarmdeck.filemodes import private_dir, write_private
+from swarmdeck.secrets.redact import default_redactor
 from swarmdeck.tools.base import ALL_MODES, Effect, Tool, ToolContext
+
+# The hook for a wider reach: a tool context whose services carry this grant reads and
+# lists artifacts of every tree (a system agent's, once plugins grant it). Nothing sets it
+# yet; without it a session reaches its own tree only.
+STORE_WIDE_GRANT = "artifacts:store"
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 LINK_RE = re.compile(r"^artifact://([A-Za-z0-9._~-]+)/(.+)$")
@@ -18,6 +25,9 @@ LINK_RE = re.compile(r"^artifact://([A-Za-z0-9._~-]+)/(.+)$")
 
 def check_name(name: str) -> str:
     """Refuse names that could leave the artifact folder or confuse links."""
+    if default_redactor().contains_secret(name):
+        # Not echoed: the name is the secret. A name becomes a link in every verdict.
+        raise PermissionDeniedError("invalid artifact name: it contains a credential")
     if not NAME_RE.match(name) or ".." in name:
         raise PermissionDeniedError(
             f"invalid artifact name {name!r}: use letters, digits, '.', '_' or '-' (no '..', no '/')"
@@ -45,12 +55,9 @@ def store_artifact(
     check_name(name)
     if len(data) > max_bytes:
         raise ToolError(f"artifact too large: {len(data)} bytes (limit {max_bytes})")
-    folder = root / session_id
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    folder = private_dir(root / session_id)
     path = folder / name
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
+    write_private(path, data)
     catalog.put_artifact(session_id, name, str(path), len(data), hashlib.sha256(data).hexdigest())
     return link(session_id, name)
 
@@ -71,16 +78,20 @@ class WriteArgs(BaseModel):
 
 
 class ReadArgs(BaseModel):
-    """Read an artifact of any session of your tree (or an artifact:// link)."""
+    """Read an artifact of a session of your own tree (or an artifact:// link)."""
 
     name: str = Field(description="Artifact name, or a full artifact://SESSION/NAME link")
-    session_id: str | None = Field(None, description="Whose artifact; yours when omitted")
+    session_id: str | None = Field(
+        None, description="Whose artifact (a session of your tree); yours when omitted"
+    )
 
 
 class ListArgs(BaseModel):
     """List artifacts."""
 
-    session_id: str | None = Field(None, description="Whose; yours when omitted")
+    session_id: str | None = Field(
+        None, description="Whose (a session of your tree); yours when omitted"
+    )
 
 
 def _settings(ctx: ToolContext) -> Any:
@@ -101,16 +112,35 @@ async def _write(ctx: ToolContext, args: WriteArgs) -> str:
     )
 
 
+def check_reach(ctx: ToolContext, session_id: str) -> str:
+    """`session_id` when the caller may reach its artifacts: a session of its own tree (its
+    root and the root's descendants), or any with the store-wide grant."""
+    if session_id == ctx.session_id or ctx.services.get(STORE_WIDE_GRANT):
+        return session_id
+    catalog = ctx.services["catalog"]
+    target = catalog.find_session(session_id)
+    own = catalog.get_session(ctx.session_id)
+    if target is None or target.root_id != own.root_id:
+        # The same answer for another tree and for no session: ids are not probed.
+        raise PermissionDeniedError(
+            f"session {session_id} is not in your session tree; artifacts are shared within "
+            "a tree only"
+        )
+    return session_id
+
+
 async def _read(ctx: ToolContext, args: ReadArgs) -> str:
     if args.name.startswith("artifact://"):
         session_id, name = parse_link(args.name)
     else:
         session_id, name = args.session_id or ctx.session_id, args.name
+    check_reach(ctx, session_id)
     return load_artifact(ctx.services["catalog"], session_id, name).decode(errors="replace")
 
 
 async def _list(ctx: ToolContext, args: ListArgs) -> str:
-    rows = ctx.services["catalog"].artifacts_of([args.session_id or ctx.session_id])
+    session_id = check_reach(ctx, args.session_id or ctx.session_id)
+    rows = ctx.services["catalog"].artifacts_of([session_id])
     if not rows:
         return "no artifacts"
     return "\n".join(f"{link(r['session_id'], r['name'])}  {r['size']} bytes" for r in rows)
@@ -125,6 +155,18 @@ ARTIFACT_TOOLS = [
         _write,
         modes=ALL_MODES,
     ),
-    Tool("read_artifact", "Read an artifact by name or link.", ReadArgs, Effect.READ, _read),
-    Tool("list_artifacts", "List a session's artifacts.", ListArgs, Effect.READ, _list),
+    Tool(
+        "read_artifact",
+        "Read an artifact of your session tree by name or link.",
+        ReadArgs,
+        Effect.READ,
+        _read,
+    ),
+    Tool(
+        "list_artifacts",
+        "List the artifacts of a session of your tree.",
+        ListArgs,
+        Effect.READ,
+        _list,
+    ),
 ]

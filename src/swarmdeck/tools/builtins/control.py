@@ -38,6 +38,12 @@ class CronArgs(BaseModel):
 
     seconds: float = Field(gt=0, le=30 * 86400, description="Interval between wake-ups.")
     reason: str = Field("", description="What each wake-up is for.")
+    check: str | None = Field(
+        None,
+        description="A tool of yours run at each tick before you are woken; when it finds "
+        "nothing to do you are not woken at all (ticks cost nothing).",
+    )
+    check_args: dict[str, Any] = Field(default_factory=dict, description="The check's arguments.")
 
 
 class NoArgs(BaseModel):
@@ -82,7 +88,12 @@ class AskArgs(BaseModel):
 
 
 CONTROL_TOOLS: list[Tool] = [
-    _control("wait", "Sleep durably for some seconds (survives restarts).", WaitArgs, Effect.READ),
+    _control(
+        "wait",
+        "Sleep durably for some seconds (survives restarts); a person's message ends it early.",
+        WaitArgs,
+        Effect.READ,
+    ),
     _control(
         "cron",
         "Wake up every `seconds` seconds until cancel_cron; end your turn between wake-ups.",

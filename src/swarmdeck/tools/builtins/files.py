@@ -87,12 +87,23 @@ def _open_regular(path: Path, shown: str) -> int:
         os.close(fd)
         kind = "a directory; use list_dir" if stat.S_ISDIR(st.st_mode) else "not a regular file"
         raise ToolError(f"{shown} is {kind}")
+    if st.st_nlink > 1:
+        os.close(fd)
+        raise PermissionDeniedError(hard_link_refusal(shown, st.st_nlink))
     if st.st_size > MAX_FILE_BYTES:
         os.close(fd)
         raise ToolError(
             f"{shown} is {st.st_size} bytes, over the {MAX_FILE_BYTES} byte cap; use grep"
         )
     return fd
+
+
+def hard_link_refusal(shown: str, links: int) -> str:
+    """Why a file with several hard links is not read."""
+    return (
+        f"{shown} has {links} hard links: a link made inside the workdir can name any file "
+        "on the same disk, so the file tools read only files with one link"
+    )
 
 
 def _numbered(path: Path, shown: str, offset: int, limit: int) -> str:
@@ -155,8 +166,11 @@ async def _list_dir(ctx: ToolContext, args: ListDirArgs) -> str:
     return default_redactor().redact(text)
 
 
-def _candidate_files(start: Path, root: Path, glob: str | None) -> Iterator[Path]:
-    """Regular files under `start`, no symlinks, no .git, no credentials, matching `glob`."""
+def _candidate_files(
+    start: Path, root: Path, glob: str | None, skipped: list[str]
+) -> Iterator[Path]:
+    """Regular files under `start`, no symlinks, no .git, no credentials, matching `glob`;
+    files with several hard links are named in `skipped` instead."""
     if start.is_file():
         walk: Iterator[tuple[str, list[str], list[str]]] = iter(
             [(str(start.parent), [], [start.name])]
@@ -173,6 +187,9 @@ def _candidate_files(start: Path, root: Path, glob: str | None) -> Iterator[Path
             st = path.lstat()
             too_big = st.st_size > MAX_GREP_FILE_BYTES
             if not stat.S_ISREG(st.st_mode) or too_big or credential_reason(path, root=root):
+                continue
+            if st.st_nlink > 1:
+                skipped.append(rel)
                 continue
             yield path
 
@@ -197,7 +214,8 @@ def _search_file(path: Path, rx: re.Pattern[str], rel: str, room: int) -> list[s
 
 def _grep(start: Path, root: Path, rx: re.Pattern[str], glob: str | None) -> str:
     hits: list[str] = []
-    for scanned, path in enumerate(_candidate_files(start, root, glob), 1):
+    skipped: list[str] = []
+    for scanned, path in enumerate(_candidate_files(start, root, glob, skipped), 1):
         if scanned > MAX_GREP_FILES:
             hits.append(f"(stopped after {MAX_GREP_FILES} files; narrow path or glob)")
             break
@@ -206,6 +224,8 @@ def _grep(start: Path, root: Path, rx: re.Pattern[str], glob: str | None) -> str
         if len(hits) > MAX_GREP_MATCHES:
             hits = [*hits[:MAX_GREP_MATCHES], f"(stopped at {MAX_GREP_MATCHES} matches)"]
             break
+    if skipped:
+        hits.append(f"(not searched, having several hard links: {', '.join(skipped[:20])})")
     return "\n".join(hits) if hits else "(no matches)"
 
 

@@ -1,0 +1,79 @@
+"""Private files and directories: what swarmdeck stores (transcripts, keys, artifacts) is
+readable by its user alone, from the moment it exists."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+
+@contextlib.contextmanager
+def private_umask() -> Iterator[None]:
+    """Files and dirs created inside are 0600/0700 whatever the caller's umask."""
+    old = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def private_dir(path: Path) -> Path:
+    """Create `path` and its missing parents 0700; set `path` itself to 0700."""
+    with private_umask():
+        path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    os.chmod(path, DIR_MODE)
+    return path
+
+
+def private_file(path: Path) -> Path:
+    """Create `path` empty and 0600 if missing, else set it to 0600.
+
+    An existing file is never opened: closing any descriptor of a SQLite file drops the
+    locks its connections in this process hold (POSIX locks are per process), and a
+    store whose locks vanish under a writer gets corrupted.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
+    except FileExistsError:
+        # Only when looser: a store on a read-only mount must still be opened to be read.
+        if stat.S_IMODE(os.stat(path).st_mode) != FILE_MODE:
+            os.chmod(path, FILE_MODE)
+        return path
+    os.close(fd)
+    return path
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` atomically, 0600 from creation."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
+    with os.fdopen(fd, "wb") as handle:
+        os.fchmod(handle.fileno(), FILE_MODE)
+        handle.write(data)
+    os.replace(tmp, path)
+
+
+def private_home(home: Path) -> None:
+    """Create the home 0700; an existing one that others can enter is tightened, with a
+    note on stderr (it holds the store, the keys and every run's files)."""
+    if not home.exists():
+        private_dir(home)
+        return
+    mode = stat.S_IMODE(home.stat().st_mode)
+    if mode & 0o077 and _owner_is_me(home):
+        os.chmod(home, DIR_MODE)
+        print(
+            f"swarmdeck: note: {home} was {mode:o}; made it 700 (only you may read it)",
+            file=sys.stderr,
+        )
+
+
+def _owner_is_me(path: Path) -> bool:
+    return path.stat().st_uid == os.geteuid()
