@@ -25,7 +25,10 @@ if TYPE_CHECKING:
 sessions_app = typer.Typer(help="List, inspect, follow and resume sessions.", no_args_is_help=True)
 app.add_typer(sessions_app, name="sessions")
 
+# Shown for a live session whose worker died and that no one has taken over yet.
+ORPHANED = "orphaned"
 STATUS_STYLE = {
+    ORPHANED: "bold red",
     "completed": "green",
     "failed": "red",
     "cancelled": "dim",
@@ -61,17 +64,29 @@ def _title(s: SessionRecord) -> str:
 @sessions_app.command("ls")
 def ls(
     status: Annotated[
-        str | None, typer.Option(help=f"Only sessions with this status: {', '.join(STATUSES)}.")
+        str | None,
+        typer.Option(
+            help=f"Only sessions with this status: {', '.join((*STATUSES, ORPHANED))} "
+            "(orphaned: its worker died and no one has taken it over yet)."
+        ),
     ] = None,
     limit: Annotated[int, typer.Option(min=1, help="How many, newest first.")] = 30,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON array on stdout.")] = False,
 ) -> None:
     """List sessions, newest first."""
-    if status is not None and status not in STATUSES:
-        raise UsageError(f"unknown status {status!r}", f"use one of: {', '.join(STATUSES)}")
-    rows = open_catalog().list_sessions(status=status, limit=limit)
+    listable = (*STATUSES, ORPHANED)
+    if status is not None and status not in listable:
+        raise UsageError(f"unknown status {status!r}", f"use one of: {', '.join(listable)}")
+    catalog = open_catalog()
+    if status == ORPHANED:  # derived: the live sessions nobody runs
+        rows = [s for s in catalog.list_sessions(limit=100_000) if not s.terminal]
+        orphaned = _orphaned(catalog, rows)
+        rows = [s for s in rows if s.id in orphaned][:limit]
+    else:
+        rows = catalog.list_sessions(status=status, limit=limit)
+        orphaned = _orphaned(catalog, rows)
     if as_json:
-        print(json.dumps([_summary(s) for s in rows]))
+        print(json.dumps([_summary(s, s.id in orphaned) for s in rows]))
         return
     if not rows:
         empty = f"no {status} sessions" if status else "no sessions yet — try `swarmdeck demo`"
@@ -81,10 +96,11 @@ def ls(
     for col in ("id", "status", "mode", "model", "parent", "created", "task"):
         table.add_column(col)
     for s in rows:
-        style = STATUS_STYLE.get(s.status, "")
+        shown = ORPHANED if s.id in orphaned else s.status
+        style = STATUS_STYLE.get(shown, "")
         table.add_row(
             s.id,
-            f"[{style}]{s.status}[/]" if style else s.status,
+            f"[{style}]{shown}[/]" if style else shown,
             s.mode,
             s.model,
             s.parent_id or "",
@@ -94,11 +110,21 @@ def ls(
     Console().print(table)
 
 
-def _summary(s: SessionRecord) -> dict[str, object]:
+def _orphaned(catalog: Catalog, rows: list[SessionRecord]) -> set[str]:
+    """The sessions whose worker died and that no one has taken over yet."""
+    from swarmdeck.catalog.workers import WorkerRegistry
+
+    settings = load_settings()
+    registry = WorkerRegistry(catalog.engine, settings.hostname, settings.lease_seconds)
+    return registry.orphaned([r for r in rows if not r.terminal])
+
+
+def _summary(s: SessionRecord, orphaned: bool = False) -> dict[str, object]:
     return {
         "id": s.id,
         "parent_id": s.parent_id,
-        "status": s.status,
+        # Derived, never stored: the stored status is what the session last did.
+        "status": ORPHANED if orphaned else s.status,
         "mode": s.mode,
         "model": s.model,
         "workdir": s.workdir,
@@ -225,7 +251,7 @@ def resume(
     from swarmdeck.cli.hosting import session_host
     from swarmdeck.cli.run import exit_code_for, run_and_follow
 
-    host = session_host()
+    host = session_host(serve_queue=True)
     sid = host.catalog.resolve_session_id(session_id)
     failed = host.catalog.get_session(sid).status == "failed"
 
@@ -238,6 +264,7 @@ def resume(
             outcome = await run_and_follow(host, sid, start=not failed)
             return outcome.get("status", "failed")
         finally:
+            await host.services.close_models()
             host.shutdown()
 
     status = asyncio.run(go())

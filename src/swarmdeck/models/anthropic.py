@@ -23,6 +23,7 @@ from swarmdeck.models.retry import (
     http_timeout,
     is_json_answer,
     load_key,
+    pooled_client_factory,
     scrub,
 )
 from swarmdeck.models.types import (
@@ -62,7 +63,7 @@ class AnthropicModel:
         self.model_name = model_name
         self._key_loader = key_loader
         self._limiter = limiter
-        self._http = SharedHttpClient(http_client, anthropic.DefaultAsyncHttpxClient)
+        self._http = SharedHttpClient(http_client, pooled_client_factory(anthropic))
 
     async def complete(
         self,
@@ -153,7 +154,9 @@ class AnthropicModel:
             return errors.classify(
                 exc.status_code, exc.body, exc.response.headers, provider=config.key
             )
-        if isinstance(exc, anthropic.APITimeoutError):
+        # A connection that never opened is no slow model (the aiohttp transport reports
+        # a refused connection as a connect timeout): it is unreachable.
+        if isinstance(exc, anthropic.APITimeoutError) and not errors.never_connected(exc):
             return errors.timed_out(config.key, config.base_url, config.timeout_s)
         if isinstance(exc, anthropic.APIConnectionError):
             cause = str(exc.__cause__ or exc.__context__ or exc)

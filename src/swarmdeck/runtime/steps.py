@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from swarmdeck.catalog import fence
 from swarmdeck.catalog.catalog import WriteWouldWait
 from swarmdeck.catalog.records import EventRecord, SessionRecord
 from swarmdeck.errors import ProviderError, SwarmdeckError
@@ -109,25 +110,34 @@ BUDGET_KEYS = ("max_tokens", "max_cost", "max_turns_total")
 
 async def start_generation(session_id: str, generation: int) -> dict[str, Any]:
     """What the loop needs to run this generation of the session (see load_session)."""
+    return (await begin_execution(session_id, generation))[0]
+
+
+async def begin_execution(session_id: str, generation: int) -> tuple[dict[str, Any], int]:
+    """Start an execution of the generation's workflow: what the loop needs, and the epoch
+    this execution writes under (see catalog/fence.py)."""
     return await asyncio.to_thread(load_session, session_id, generation)
 
 
-def load_session(session_id: str, generation: int) -> dict[str, Any]:
-    """The parts of the session record the loop needs; marks it running and takes in the
-    messages that arrived while no worker ran it.
+def load_session(session_id: str, generation: int) -> tuple[dict[str, Any], int]:
+    """The parts of the session record the loop needs, and this execution's epoch; marks
+    the session running and takes in the messages that arrived while no worker ran it.
 
     Journaled like a turn: the first run stores what it found as the generation's start,
     and a rerun after a crash returns that, so the loop takes the same path as before even
-    though the session (its cron, its turns) has moved on since.
+    though the session (its cron, its turns) has moved on since. Every run claims the
+    session under a new epoch before it writes anything, which fences off the one before.
     """
     svc = services()
+    executor = svc.executor_id()
     stored = svc.catalog.generation_start(session_id, generation)
     if stored is not None:
-        return stored
-    record, turns_done = svc.catalog.open_run(session_id)
+        return stored, svc.catalog.claim_run(session_id, executor)
+    record, turns_done = svc.catalog.open_run(session_id, executor)
+    fence.enter(session_id, record.epoch)
     if record.terminal or record.generation != generation:
         # Ended, or superseded by a newer generation before this one ever ran.
-        return {"terminal": True, "status": record.status}
+        return {"terminal": True, "status": record.status}, record.epoch
     taken = drain_inbox(session_id, f"g{generation}:start", None, record=True)
     chain = _with_ancestors(record)
     journal = svc.journal(session_id)
@@ -153,7 +163,7 @@ def load_session(session_id: str, generation: int) -> dict[str, Any]:
             record.options.get("rollover_iterations", svc.settings.rollover_iterations)
         ),
     }
-    return svc.catalog.keep_generation_start(session_id, generation, info)
+    return svc.catalog.keep_generation_start(session_id, generation, info), record.epoch
 
 
 def _with_ancestors(record: SessionRecord) -> list[SessionRecord]:
