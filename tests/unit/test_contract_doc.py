@@ -85,3 +85,20 @@ def test_exit_codes_are_the_code_s() -> None:
     for code in (EXIT_COMPLETED, EXIT_NOT_COMPLETED, EXIT_USAGE):
         assert f"| {code} |" in header, code
     assert f"{EXIT_TIMEOUT} on a timeout" in codes
+
+
+def test_every_option_of_the_planner_commands_is_documented() -> None:
+    import typer
+
+    import swarmdeck.cli.dispatch  # noqa: F401  (registers dispatch and fanout)
+    from swarmdeck.cli.app import app
+
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    text = _section("Commands")
+    for name in ("dispatch", "fanout"):
+        for param in commands[name].params:
+            if getattr(param, "hidden", False):
+                continue
+            for flag in param.opts:
+                if flag.startswith("--") and flag != "--help":
+                    assert re.search(rf"(?<![\w-]){flag}(?![\w-])", text), (name, flag)

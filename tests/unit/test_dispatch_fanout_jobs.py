@@ -136,3 +136,24 @@ def test_jobs_file_reads_the_old_max_steps_and_refuses_typos(setup: Path, workdi
     )
     with pytest.raises(UsageError, match="job q: max_token"):
         load([], jobs_file)
+
+
+def test_no_sandbox_reaches_the_writing_jobs_only(setup: Path, workdir: Path) -> None:
+    task = setup / "t.md"
+    jobs = load([f"fake:code:{task}", f"fake:explore:{task}"], workdir=workdir, no_sandbox=True)
+    assert "--no-sandbox" in dispatch_argv(jobs[0], task)
+    assert "--no-sandbox" not in dispatch_argv(jobs[1], task)  # dispatch would refuse it
+    assert "--no-sandbox" not in dispatch_argv(
+        load([f"fake:code:{task}"], workdir=workdir)[0], task
+    )
+    jobs_file = setup / "jobs.yaml"
+    jobs_file.write_text(
+        f"jobs:\n  - {{provider: fake, mode: code, task: t, workdir: {workdir}, no_sandbox: true}}\n"
+    )
+    assert "--no-sandbox" in dispatch_argv(load([], jobs_file)[0], task)
+    jobs_file.write_text(
+        f"jobs:\n  - {{name: ro, provider: fake, mode: review, task: t, workdir: {workdir}, "
+        "no_sandbox: true}\n"
+    )
+    with pytest.raises(UsageError, match="job ro: no_sandbox does not apply to review mode"):
+        load([], jobs_file)

@@ -345,6 +345,14 @@ def fanout(
     ] = 4,
     timeout: TimeoutOpt = None,
     idle_timeout: IdleTimeoutOpt = None,
+    no_sandbox: Annotated[
+        bool,
+        typer.Option(
+            "--no-sandbox",
+            help="Code/resume jobs: run shell tools without a sandbox (read-only jobs keep "
+            "theirs; per job: `no_sandbox: true`).",
+        ),
+    ] = False,
 ) -> None:
     """Run several jobs at once. stdout: one JSON array of verdicts in job order."""
     from swarmdeck.dispatch.fanout import load_jobs, run_fanout
@@ -358,6 +366,7 @@ def fanout(
                 worktree=worktree,
                 timeout_s=timeout,
                 idle_timeout_s=idle_timeout,
+                no_sandbox=no_sandbox,
             )
             # Nothing is on stdout before the array: a refusal here still gets the error line.
             verdicts = run_fanout(jobs, max_parallel=max_parallel)

@@ -61,6 +61,8 @@ class Job(BaseModel):
     max_tokens: int | None = Field(default=None, ge=1)
     max_cost: float | None = Field(default=None, gt=0)
     session: str | None = None
+    # Only a writing job may run its shell without a sandbox (as with dispatch).
+    no_sandbox: bool = False
 
 
 def parse_job_spec(spec: str) -> tuple[str, str, str]:
@@ -83,9 +85,13 @@ def load_jobs(
     worktree: bool,
     timeout_s: float | None,
     idle_timeout_s: float | None,
+    no_sandbox: bool = False,
     settings: Settings | None = None,
 ) -> list[Job]:
-    """Every job from --job and --jobs-file, checked before any of them runs."""
+    """Every job from --job and --jobs-file, checked before any of them runs.
+
+    `no_sandbox` (fanout's --no-sandbox) reaches the jobs that write; read-only jobs keep
+    their sandbox (they have no shell without one), so the flag is not an error for them."""
     defaults: dict[str, Any] = {"workdir": workdir, "worktree": worktree}
     if timeout_s is not None:
         defaults["timeout"] = timeout_s
@@ -106,13 +112,16 @@ def load_jobs(
         merged = {**defaults, **{k: v for k, v in entry.items() if v is not None}}
         merged.setdefault("name", f"job-{i + 1}")
         try:
-            jobs.append(Job.model_validate(merged))
+            job = Job.model_validate(merged)
         except ValidationError as exc:
             first = exc.errors(include_url=False)[0]
             where = ".".join(str(p) for p in first["loc"])
             raise UsageError(
                 f"job {merged['name']}: {where}: {first['msg']}", "fix the job"
             ) from None
+        if no_sandbox and get_mode(job.mode).writes:
+            job.no_sandbox = True
+        jobs.append(job)
     check_jobs(jobs, settings or load_settings())
     return jobs
 
@@ -164,6 +173,11 @@ def check_jobs(jobs: list[Job], settings: Settings) -> None:
         registry.resolve(job.provider)
         if spec.name == "resume" and not job.session:
             raise UsageError(f"job {job.name}: resume needs a session", "set `session:` in the job")
+        if job.no_sandbox and spec.read_only:
+            raise UsageError(
+                f"job {job.name}: no_sandbox does not apply to {spec.name} mode",
+                "a read-only mode runs the shell only inside a sandbox; drop no_sandbox",
+            )
         if job.workdir is None and spec.name != "resume":
             raise UsageError(
                 f"job {job.name}: no workdir", "pass --workdir or set workdir in the job"
@@ -212,6 +226,8 @@ def dispatch_argv(job: Job, task_file: Path) -> list[str]:
             argv += [flag, str(value)]
     if job.session:
         argv += ["--session", job.session]
+    if job.no_sandbox:
+        argv.append("--no-sandbox")
     return argv
 
 
