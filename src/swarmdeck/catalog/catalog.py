@@ -14,6 +14,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from swarmdeck.catalog import schema, statements
+from swarmdeck.catalog.blackboard import delete_scopes_of
 from swarmdeck.catalog.db import create_db_engine, is_store_failure, store_error
 from swarmdeck.catalog.records import (
     TERMINAL_STATUSES,
@@ -362,7 +363,8 @@ class Catalog:
         }
 
     def delete_session_tree(self, session_id: str) -> list[str]:
-        """Remove a session, its descendants and their transcripts; returns the removed ids."""
+        """Remove a session, its descendants, their transcripts and blackboards; returns the
+        removed ids."""
         ids = [session_id, *self.descendant_ids(session_id)]
         with self.engine.begin() as conn:
             for table in (
@@ -374,6 +376,7 @@ class Catalog:
                 schema.generations,
             ):
                 conn.execute(table.delete().where(table.c.session_id.in_(ids)))
+            delete_scopes_of(conn, ids)
             conn.execute(schema.sessions.delete().where(schema.sessions.c.id.in_(ids)))
         return ids
 

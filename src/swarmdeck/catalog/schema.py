@@ -160,4 +160,6 @@ supervisors = sa.Table(
 
 def create_all(engine: sa.Engine) -> None:
     """Create missing tables (idempotent; safe when several processes start at once)."""
+    from swarmdeck.catalog import blackboard  # noqa: F401  (its tables join `metadata`)
+
     metadata.create_all(engine, checkfirst=True)

@@ -11,6 +11,7 @@ from typing import Any
 from swarmdeck.runtime import steps, tree
 from swarmdeck.runtime.control import ControlTools
 from swarmdeck.runtime.durable import Durable
+from swarmdeck.runtime.services import services
 
 DEFAULT_MAX_TURNS = 50
 MAX_RESULT_ATTEMPTS = 3
@@ -21,6 +22,8 @@ BATCH_GAP_SECONDS = 0.25
 BATCH_MAX_SECONDS = 2.0
 # Inbox kinds a session takes in between turns; answers are for the ask_user that waits.
 TURN_INBOX_KINDS = ["user", "child_update"]
+# The session option naming a kind of session that a registered driver runs (Services).
+KIND_OPTION = "kind"
 
 
 async def run_session(session_id: str, generation: int, d: Durable) -> dict[str, Any]:
@@ -28,6 +31,9 @@ async def run_session(session_id: str, generation: int, d: Durable) -> dict[str,
     info = await steps.start_generation(session_id, generation)
     if info["terminal"]:
         return {"status": info["status"], "reason": "already finished"}
+    kind = info["options"].get(KIND_OPTION)
+    if kind:
+        return await _run_kind(kind, session_id, generation, d, info)
     loop = SessionLoop(d, session_id, info)
     try:
         return await loop.run()
@@ -36,6 +42,23 @@ async def run_session(session_id: str, generation: int, d: Durable) -> dict[str,
         # see it (and tell its parent) instead of leaving it `running` with no workflow.
         # (Cancellation is not an Exception: it passes through.)
         return await loop.end("failed", steps.describe_error(exc), "internal_error")
+
+
+async def _run_kind(
+    kind: str, session_id: str, generation: int, d: Durable, info: dict[str, Any]
+) -> dict[str, Any]:
+    """A session of a kind a registered driver runs; without its driver it fails, saying
+    so, rather than running as a plain agent."""
+    driver = services().session_drivers.get(kind)
+    if driver is not None:
+        return await driver(d, session_id, info)
+    error = (
+        f"no driver for sessions of kind {kind!r} in this process: run it with the swarmdeck "
+        "command (`swarmdeck worker`, `swarmdeck sessions resume`) or an SDK Swarm"
+    )
+    ending = steps.Ending("failed", "", error, "internal_error", generation)
+    await steps.end_session(session_id, info.get("parent_id") is not None, ending)
+    return {"status": "failed", "reason": "internal_error"}
 
 
 class SessionLoop:
