@@ -65,8 +65,9 @@ def changes(before: dict[str, Any] | None, after: dict[str, Any]) -> list[str]:
         prev = old.get(m["role"])
         if prev is None or (prev["status"], prev["attempts"]) != (m["status"], m["attempts"]):
             extra = f" ({m['reason']})" if m.get("reason") and m["status"] != "completed" else ""
+            role = m["role"] + (f" → {m['assigned_role']}" if m.get("assigned_role") else "")
             lines.append(
-                f"{m['role']} [{m['mode']}, {m['model']}] try {m['attempts']}: {m['status']}{extra}"
+                f"{role} [{m['mode']}, {m['model']}] try {m['attempts']}: {m['status']}{extra}"
             )
     return lines
 
