@@ -69,8 +69,17 @@ def test_a_swarm_survives_sigkill_in_every_phase(
 
     # 1. Decomposition: the model answered the plan, the process died before storing it.
     expect_killed(
-        popen_cli(sd_home, "swarm", "KILLSWARM: look around", "-C", str(workdir), "-m",
-                  "fake", "-q", SWARMDECK_CRASH_AT="llm.after:1")  # fmt: skip
+        popen_cli(
+            sd_home,
+            "swarm",
+            "KILLSWARM: look around",
+            "-C",
+            str(workdir),
+            "-m",
+            "fake",
+            "-q",
+            SWARMDECK_CRASH_AT="llm.after:1",
+        )  # fmt: skip
     )
     ledger.killed()
     [coordinator] = [s.id for s in catalog.list_sessions(limit=10) if s.parent_id is None]

@@ -188,9 +188,7 @@ def test_max_members_cuts_the_plan_and_says_why(
         {"role": "c", "task": "C: three", "mode": "explore"},
         {"role": "d", "task": "D: four", "mode": "review", "depends_on": ["c"]},
     )
-    script = Scripted(
-        {"BIG": coordinator(big), "A:": member("explore"), "B:": member("explore")}
-    )
+    script = Scripted({"BIG": coordinator(big), "A:": member("explore"), "B:": member("explore")})
     fake_llm.set_script(script)
     write_provider(sd_home, "fake", fake_llm.openai_base_url, concurrency=8)
     res = run_swarm(sd_home, "BIG job", "-C", str(workdir), "-m", "fake", "--json",
