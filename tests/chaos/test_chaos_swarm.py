@@ -79,7 +79,7 @@ def test_a_swarm_survives_sigkill_in_every_phase(
             "fake",
             "-q",
             SWARMDECK_CRASH_AT="llm.after:1",
-        )  # fmt: skip
+        )
     )
     ledger.killed()
     [coordinator] = [s.id for s in catalog.list_sessions(limit=10) if s.parent_id is None]
@@ -95,8 +95,10 @@ def test_a_swarm_survives_sigkill_in_every_phase(
         "swarm.aggregating:1",
     ]
     for point in steps:
-        expect_killed(popen_cli(sd_home, "sessions", "resume", coordinator,
-                                SWARMDECK_CRASH_AT=point), timeout=90)  # fmt: skip
+        expect_killed(
+            popen_cli(sd_home, "sessions", "resume", coordinator, SWARMDECK_CRASH_AT=point),
+            timeout=90,
+        )
         ledger.killed()
         entries = journal(catalog, coordinator)
         if point == "swarm.planned:1":
@@ -124,9 +126,11 @@ def test_a_swarm_survives_sigkill_in_every_phase(
     sessions = catalog.list_sessions(limit=100)
     # One session per member: none spawned twice, no retry made up by a crash.
     assert sorted(s.id for s in sessions) == sorted(
-        [coordinator, *(f"{coordinator}.{i}-{r}" for i, r in ((1, "finder"), (2, "judge"),
-                                                             (3, "checker")))]
-    )  # fmt: skip
+        [
+            coordinator,
+            *(f"{coordinator}.{i}-{r}" for i, r in ((1, "finder"), (2, "judge"), (3, "checker"))),
+        ]
+    )
     assert not live(sessions)
     entries = journal(catalog, coordinator)
     assert sorted(k for k in entries if k.startswith("swarm:spawn")) == [

@@ -73,8 +73,9 @@ def test_four_members_end_to_end(store: Store, sd_home: Path, tmp_path: Path, fa
     fake_llm.set_script(script)
     write_provider(sd_home, "fake", fake_llm.openai_base_url, concurrency=8)
 
-    res = run_swarm(sd_home, "SWARMTASK: review and extend", "-C", str(project), "-m", "fake",
-                    "--json")  # fmt: skip
+    res = run_swarm(
+        sd_home, "SWARMTASK: review and extend", "-C", str(project), "-m", "fake", "--json"
+    )
     assert res.code == 0, res.stderr[-3000:]
     doc = report_of(res)
     assert doc["verdict"] == "completed"
@@ -93,13 +94,29 @@ def test_four_members_end_to_end(store: Store, sd_home: Path, tmp_path: Path, fa
     assert doc["plan"]["source"] == "model" and doc["plan"]["dropped"] == []
     assert doc["duration_s"] > 0
     assert set(doc) == {
-        "type", "schema_version", "session_id", "plan", "members", "result", "verdict",
-        "tokens", "cost_usd", "duration_s",
-    }  # fmt: skip
+        "type",
+        "schema_version",
+        "session_id",
+        "plan",
+        "members",
+        "result",
+        "verdict",
+        "tokens",
+        "cost_usd",
+        "duration_s",
+    }
     assert set(doc["members"][0]) == {
-        "role", "task", "model", "session_id", "verdict", "result", "attempts", "tokens",
-        "cost_usd", "worktree",
-    }  # fmt: skip
+        "role",
+        "task",
+        "model",
+        "session_id",
+        "verdict",
+        "result",
+        "attempts",
+        "tokens",
+        "cost_usd",
+        "worktree",
+    }
     # Asked once each: the plan, the merge, and every member turn.
     assert script.asked == {"SWARMTASK": 2, "SEC:": 2, "EXP:": 2, "CODE:": 3, "TEST:": 2}
 
@@ -140,8 +157,9 @@ def test_four_members_end_to_end(store: Store, sd_home: Path, tmp_path: Path, fa
     assert "swarm: SWARMTASK" in shown.stdout
 
 
-def test_a_team_and_a_plan_file(store: Store, sd_home: Path, workdir: Path, tmp_path: Path,
-                                fake_llm) -> None:  # fmt: skip
+def test_a_team_and_a_plan_file(
+    store: Store, sd_home: Path, workdir: Path, tmp_path: Path, fake_llm
+) -> None:
     """--plan skips the decomposition; the review team's roles bring their prompts; stdout
     is the merged result."""
     prompts: dict[str, str] = {}
@@ -169,9 +187,17 @@ def test_a_team_and_a_plan_file(store: Store, sd_home: Path, workdir: Path, tmp_
         )
     )
     res = run_swarm(
-        sd_home, "REVIEW IT", "-C", str(workdir), "-m", "fake", "--team", "review",
-        "--plan", str(plan_file),
-    )  # fmt: skip
+        sd_home,
+        "REVIEW IT",
+        "-C",
+        str(workdir),
+        "-m",
+        "fake",
+        "--team",
+        "review",
+        "--plan",
+        str(plan_file),
+    )
     assert res.code == 0, res.stderr[-3000:]
     assert res.stdout == "the merged review\n"
     assert script.asked["REVIEW IT"] == 1  # no decompose turn: only the merge
@@ -191,8 +217,9 @@ def test_max_members_cuts_the_plan_and_says_why(
     script = Scripted({"BIG": coordinator(big), "A:": member("explore"), "B:": member("explore")})
     fake_llm.set_script(script)
     write_provider(sd_home, "fake", fake_llm.openai_base_url, concurrency=8)
-    res = run_swarm(sd_home, "BIG job", "-C", str(workdir), "-m", "fake", "--json",
-                    "--max-members", "2")  # fmt: skip
+    res = run_swarm(
+        sd_home, "BIG job", "-C", str(workdir), "-m", "fake", "--json", "--max-members", "2"
+    )
     assert res.code == 0, res.stderr[-3000:]
     doc = report_of(res)
     assert [m["role"] for m in doc["members"]] == ["a", "b"]
@@ -205,8 +232,9 @@ def test_max_members_cuts_the_plan_and_says_why(
     assert "C:" not in script.asked and "D:" not in script.asked
 
 
-def test_a_malformed_plan_then_corrected(store: Store, sd_home: Path, workdir: Path,
-                                         fake_llm) -> None:  # fmt: skip
+def test_a_malformed_plan_then_corrected(
+    store: Store, sd_home: Path, workdir: Path, fake_llm
+) -> None:
     bad = plan_of(
         {"role": "finder", "task": "FIND: look", "mode": "explore"},
         {"role": "judge", "task": "JUDGE: judge", "mode": "review", "depends_on": ["seeker"]},

@@ -139,9 +139,15 @@ def _result(proc: subprocess.Popen[str], timeout: float = 240) -> object:
 
 def _session(catalog, sid: str, **options: object) -> None:
     catalog.create_session(
-        session_id=sid, model="fake:m", mode="explore", workdir=".", run_dir=".", task=sid,
-        parent_id=options.pop("parent", None), options=options,
-    )  # fmt: skip
+        session_id=sid,
+        model="fake:m",
+        mode="explore",
+        workdir=".",
+        run_dir=".",
+        task=sid,
+        parent_id=options.pop("parent", None),
+        options=options,
+    )
 
 
 def test_twenty_posters_every_unique_message_once(
@@ -153,10 +159,14 @@ def test_twenty_posters_every_unique_message_once(
     go, done = tmp_path / "go", tmp_path / "done"
     drainer = _spawn(sd_home, DRAINER.format(recipients=RECIPIENTS), str(go), str(done))
     posters = [
-        _spawn(sd_home, POSTER.format(messages=MESSAGES, unique=UNIQUE_IDS, recipients=RECIPIENTS),
-               str(p), str(go))
+        _spawn(
+            sd_home,
+            POSTER.format(messages=MESSAGES, unique=UNIQUE_IDS, recipients=RECIPIENTS),
+            str(p),
+            str(go),
+        )
         for p in range(POSTERS)
-    ]  # fmt: skip
+    ]
     time.sleep(1.0)  # let every process open the store and wait at the start line
     go.touch()
     fresh: list[str] = []

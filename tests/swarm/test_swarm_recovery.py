@@ -71,8 +71,9 @@ def test_a_member_fails_once_and_succeeds_on_retry(
     fake_llm.set_script(script)
     write_provider(sd_home, "fake", fake_llm.openai_base_url, concurrency=8)
     team = team_file(tmp_path, {"max_retries": 2, "retry_delay": 1.5, "on_all_failed": "abort"})
-    res = run_swarm(sd_home, "RETRY", "-C", str(workdir), "-m", "fake", "--team", str(team),
-                    "--json")  # fmt: skip
+    res = run_swarm(
+        sd_home, "RETRY", "-C", str(workdir), "-m", "fake", "--team", str(team), "--json"
+    )
     assert res.code == 0, res.stderr[-3000:]
     doc = report_of(res)
     assert doc["verdict"] == "completed"
@@ -108,8 +109,18 @@ def test_all_attempts_fail_under_abort(
     fake_llm.set_script(script)
     write_provider(sd_home, "fake", fake_llm.openai_base_url, concurrency=8)
     team = team_file(tmp_path, {"max_retries": 1, "retry_delay": 0, "on_all_failed": "abort"})
-    res = run_swarm(sd_home, "ABORT", "-C", str(workdir), "-m", "fake", "--team", str(team),
-                    "--json", timeout=90)  # fmt: skip
+    res = run_swarm(
+        sd_home,
+        "ABORT",
+        "-C",
+        str(workdir),
+        "-m",
+        "fake",
+        "--team",
+        str(team),
+        "--json",
+        timeout=90,
+    )
     assert res.code == 3, res.stderr[-3000:]
     doc = report_of(res)
     assert doc["verdict"] == "error"
@@ -148,8 +159,9 @@ def test_all_attempts_fail_under_continue(
     fake_llm.set_script(script)
     write_provider(sd_home, "fake", fake_llm.openai_base_url, concurrency=8)
     team = team_file(tmp_path, {"max_retries": 1, "retry_delay": 0, "on_all_failed": "continue"})
-    res = run_swarm(sd_home, "CONTINUE", "-C", str(workdir), "-m", "fake", "--team", str(team),
-                    "--json")  # fmt: skip
+    res = run_swarm(
+        sd_home, "CONTINUE", "-C", str(workdir), "-m", "fake", "--team", str(team), "--json"
+    )
     assert res.code == 3, res.stderr[-3000:]
     doc = report_of(res)
     assert doc["verdict"] == "partial"
@@ -188,8 +200,9 @@ def test_all_attempts_fail_then_reassign(
             {"role": "spare", "mode": "explore", "model": "backup", "system_prompt": "SPARE ROLE"},
         ],
     )
-    res = run_swarm(sd_home, "REASSIGN", "-C", str(workdir), "-m", "fake", "--team", str(team),
-                    "--json")  # fmt: skip
+    res = run_swarm(
+        sd_home, "REASSIGN", "-C", str(workdir), "-m", "fake", "--team", str(team), "--json"
+    )
     assert res.code == 0, res.stderr[-3000:]
     doc = report_of(res)
     assert doc["verdict"] == "completed"
@@ -234,8 +247,18 @@ def test_member_and_swarm_timeouts(
         ],
         max_timeout=12,
     )
-    res = run_swarm(sd_home, "TIMEOUTS", "-C", str(workdir), "-m", "fake", "--team", str(team),
-                    "--json", timeout=120)  # fmt: skip
+    res = run_swarm(
+        sd_home,
+        "TIMEOUTS",
+        "-C",
+        str(workdir),
+        "-m",
+        "fake",
+        "--team",
+        str(team),
+        "--json",
+        timeout=120,
+    )
     assert res.code == 3, res.stderr[-3000:]
     doc = report_of(res)
     assert doc["verdict"] == "partial"

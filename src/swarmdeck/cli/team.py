@@ -37,11 +37,20 @@ def ls(workdir: WorkdirOpt = Path("."), as_json: JsonOpt = False) -> None:
 
     teams = list_teams(_home(), workdir.resolve())
     if as_json:
-        print(json.dumps([
-            {"name": t.team.name, "tier": t.tier, "path": str(t.path),
-             "description": t.team.description, "roles": [m.role for m in t.team.members]}
-            for t in teams
-        ]))  # fmt: skip
+        print(
+            json.dumps(
+                [
+                    {
+                        "name": t.team.name,
+                        "tier": t.tier,
+                        "path": str(t.path),
+                        "description": t.team.description,
+                        "roles": [m.role for m in t.team.members],
+                    }
+                    for t in teams
+                ]
+            )
+        )
         return
     table = Table(box=None, header_style="bold")
     for col in ("name", "tier", "roles", "description"):

@@ -40,10 +40,18 @@ def coordinator_prompt(workdir: str, team: Team | None, max_members: int, code_n
     else:
         roles = "There is no team: choose the roles yourself.\n"
         example = [
-            {"role": "explorer", "task": "<find where X is handled; report file:line>", "mode": "explore"},
-            {"role": "reviewer", "task": "<review the code that handles X>", "mode": "review",
-             "depends_on": ["explorer"]},
-        ]  # fmt: skip
+            {
+                "role": "explorer",
+                "task": "<find where X is handled; report file:line>",
+                "mode": "explore",
+            },
+            {
+                "role": "reviewer",
+                "task": "<review the code that handles X>",
+                "mode": "review",
+                "depends_on": ["explorer"],
+            },
+        ]
     return (
         _text("coordinator")
         .replace("@WORKDIR@", workdir)
