@@ -93,8 +93,11 @@ def swarm(
         fail(exc.message, exc.hint, json_line=as_json)
     report = asyncio.run(_run(host, record.id, quiet))
     _print_outcome(report, as_json)
+    from swarmdeck.cli.dispatch import exit_now, running_as_cli
     from swarmdeck.swarm.report import exit_code
 
+    if running_as_cli():
+        exit_now(exit_code(report))  # the result is out and the engine down: no teardown
     raise typer.Exit(exit_code(report))
 
 
