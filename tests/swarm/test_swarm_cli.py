@@ -9,6 +9,7 @@ from pathlib import Path
 
 import yaml
 
+from swarmdeck.swarm.report import MEMBER_FIELDS, REPORT_FIELDS
 from swarmdeck.testing.script import FakeRequest, Fault, Reply
 from tests.conftest import Store, run_cli, write_provider
 from tests.integration.test_sessions_support import (
@@ -93,30 +94,8 @@ def test_four_members_end_to_end(store: Store, sd_home: Path, tmp_path: Path, fa
     assert doc["tokens"]["input"] > member_tokens  # the coordinator's own turns count too
     assert doc["plan"]["source"] == "model" and doc["plan"]["dropped"] == []
     assert doc["duration_s"] > 0
-    assert set(doc) == {
-        "type",
-        "schema_version",
-        "session_id",
-        "plan",
-        "members",
-        "result",
-        "verdict",
-        "tokens",
-        "cost_usd",
-        "duration_s",
-    }
-    assert set(doc["members"][0]) == {
-        "role",
-        "task",
-        "model",
-        "session_id",
-        "verdict",
-        "result",
-        "attempts",
-        "tokens",
-        "cost_usd",
-        "worktree",
-    }
+    assert list(doc) == list(REPORT_FIELDS)
+    assert all(list(m) == list(MEMBER_FIELDS) for m in doc["members"])
     # Asked once each: the plan, the merge, and every member turn.
     assert script.asked == {"SWARMTASK": 2, "SEC:": 2, "EXP:": 2, "CODE:": 3, "TEST:": 2}
 

@@ -16,6 +16,16 @@ REPORT_TYPE = "swarmdeck.swarm"
 SCHEMA_VERSION = "1"
 EXIT_COMPLETED = 0
 EXIT_NOT_COMPLETED = 3
+# The fields of the object and of each member (docs/swarm.md lists them all).
+REPORT_FIELDS = (
+    "type", "schema_version", "session_id", "plan", "members", "result", "verdict", "tokens",
+    "cost_usd", "duration_s",
+)  # fmt: skip
+MEMBER_FIELDS = (
+    "role", "task", "model", "session_id", "verdict", "result", "attempts", "tokens",
+    "cost_usd", "worktree",
+)  # fmt: skip
+VERDICTS = ("completed", "partial", "error", "malformed")
 
 
 def _tokens(usage: UsageTotals) -> dict[str, int]:
