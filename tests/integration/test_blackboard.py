@@ -16,6 +16,7 @@ from swarmdeck.memory.scopes import scope_for
 from swarmdeck.tools.base import ToolContext
 from swarmdeck.tools.builtins.memory import MEMORY_TOOLS
 from tests.conftest import Store, run_cli
+from tests.swarm.support import bare_session
 
 SCOPE = Scope("swarm", "head")
 TOOLS = {t.name: t for t in MEMORY_TOOLS}
@@ -23,20 +24,6 @@ TOOLS = {t.name: t for t in MEMORY_TOOLS}
 
 def _catalog() -> Catalog:
     return Catalog.open(load_settings().store_url, lambda s: s.replace("hunter2", "[redacted]"))
-
-
-def _session(catalog: Catalog, sid: str, **options: object) -> None:
-    catalog.create_session(
-        session_id=sid,
-        model="fake:m",
-        mode="explore",
-        workdir=".",
-        run_dir=".",
-        task=sid,
-        parent_id=options.pop("parent", None),
-        root_id=options.pop("root", None),
-        options=options,
-    )
 
 
 def test_compare_and_set_history_and_tombstones(store: Store, sd_home: Path) -> None:
@@ -93,10 +80,10 @@ def test_idempotent_writes_prefixes_scopes_and_limits(store: Store, sd_home: Pat
 
 def test_scopes_of_sessions(store: Store, sd_home: Path) -> None:
     catalog = _catalog()
-    _session(catalog, "head", group="head")
-    _session(catalog, "member", group="head", parent="head", root="head")
-    _session(catalog, "loner")
-    _session(catalog, "child", parent="loner", root="loner")
+    bare_session(catalog, "head", group="head")
+    bare_session(catalog, "member", group="head", parent="head", root="head")
+    bare_session(catalog, "loner")
+    bare_session(catalog, "child", parent="loner", root="loner")
     member, loner, child = (catalog.get_session(s) for s in ("member", "loner", "child"))
     assert scope_for(member, None) == Scope("swarm", "head")
     assert scope_for(member, "tree") == Scope("tree", "head")
@@ -108,9 +95,9 @@ def test_scopes_of_sessions(store: Store, sd_home: Path) -> None:
 
 async def test_the_tools_as_a_session_calls_them(store: Store, sd_home: Path) -> None:
     catalog = _catalog()
-    _session(catalog, "head", group="head")
-    _session(catalog, "member", group="head", parent="head", root="head")
-    _session(catalog, "loner")
+    bare_session(catalog, "head", group="head")
+    bare_session(catalog, "member", group="head", parent="head", root="head")
+    bare_session(catalog, "loner")
 
     async def call(sid: str, name: str, call_key: str, **args: object):
         ctx = ToolContext(sid, Path("."), "explore", Path("."), {"catalog": catalog}, call_key)

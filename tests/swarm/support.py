@@ -52,6 +52,31 @@ def run_swarm(home: Path, *args: str, timeout: float = 180, **env: str) -> CliRe
     return run_cli(home, "swarm", *args, timeout=timeout, **env)
 
 
+def swarm_json(
+    home: Path, task: str, workdir: Path, *extra: str, code: int = 0, timeout: float = 180
+) -> tuple[CliResult, dict[str, Any]]:
+    """`swarmdeck swarm TASK -C WORKDIR -m fake --json EXTRA...`: the run, which must exit
+    with `code`, and its swarmdeck.swarm object."""
+    res = run_swarm(home, task, "-C", str(workdir), "-m", "fake", "--json", *extra, timeout=timeout)
+    assert res.code == code, res.stderr[-3000:]
+    return res, report_of(res)
+
+
+def bare_session(catalog: Catalog, sid: str, **options: Any) -> None:
+    """A session row with these options (`parent` and `root` are its parent and root)."""
+    catalog.create_session(
+        session_id=sid,
+        model="fake:m",
+        mode="explore",
+        workdir=".",
+        run_dir=".",
+        task=sid,
+        parent_id=options.pop("parent", None),
+        root_id=options.pop("root", None),
+        options=options,
+    )
+
+
 def report_of(res: CliResult) -> dict[str, Any]:
     """The swarmdeck.swarm object of a `--json` run (its last stdout line)."""
     lines = [line for line in res.stdout.splitlines() if line.startswith("{")]

@@ -30,6 +30,7 @@ from tests.swarm.support import (
     plan_of,
     report_of,
     run_swarm,
+    swarm_json,
     tool_texts,
     user_texts,
 )
@@ -74,11 +75,7 @@ def test_four_members_end_to_end(store: Store, sd_home: Path, tmp_path: Path, fa
     fake_llm.set_script(script)
     write_provider(sd_home, "fake", fake_llm.openai_base_url, concurrency=8)
 
-    res = run_swarm(
-        sd_home, "SWARMTASK: review and extend", "-C", str(project), "-m", "fake", "--json"
-    )
-    assert res.code == 0, res.stderr[-3000:]
-    doc = report_of(res)
+    res, doc = swarm_json(sd_home, "SWARMTASK: review and extend", project)
     assert doc["verdict"] == "completed"
     assert doc["result"] == {
         "summary": "MERGED security=completed,explorer=completed,coder=completed,tester=completed",
@@ -196,11 +193,7 @@ def test_max_members_cuts_the_plan_and_says_why(
     script = Scripted({"BIG": coordinator(big), "A:": member("explore"), "B:": member("explore")})
     fake_llm.set_script(script)
     write_provider(sd_home, "fake", fake_llm.openai_base_url, concurrency=8)
-    res = run_swarm(
-        sd_home, "BIG job", "-C", str(workdir), "-m", "fake", "--json", "--max-members", "2"
-    )
-    assert res.code == 0, res.stderr[-3000:]
-    doc = report_of(res)
+    res, doc = swarm_json(sd_home, "BIG job", workdir, "--max-members", "2")
     assert [m["role"] for m in doc["members"]] == ["a", "b"]
     assert doc["plan"]["dropped"] == [
         {"role": "c", "task": "C: three", "reason": "over the limit of 2 members (max_members)"},
@@ -255,9 +248,7 @@ def test_a_plan_that_stays_malformed(store: Store, sd_home: Path, workdir: Path,
     script = Scripted({"NOPLAN": coordinator(no_mode, no_mode, no_mode)})
     fake_llm.set_script(script)
     write_provider(sd_home, "fake", fake_llm.openai_base_url)
-    res = run_swarm(sd_home, "NOPLAN", "-C", str(workdir), "-m", "fake", "--json")
-    assert res.code == 3, res.stderr[-3000:]
-    doc = report_of(res)
+    _res, doc = swarm_json(sd_home, "NOPLAN", workdir, code=3)
     assert doc["verdict"] == "malformed" and doc["members"] == [] and doc["result"] is not None
     assert doc["plan"]["error"] == (
         "the plan stayed invalid: plan[0].mode: required field is missing "
@@ -282,9 +273,7 @@ def test_the_aggregate_turn_fails_and_the_merge_is_deterministic(
     )
     fake_llm.set_script(script)
     write_provider(sd_home, "fake", fake_llm.openai_base_url, concurrency=8)
-    res = run_swarm(sd_home, "MERGEFAIL", "-C", str(workdir), "-m", "fake", "--json")
-    assert res.code == 0, res.stderr[-3000:]
-    doc = report_of(res)
+    _res, doc = swarm_json(sd_home, "MERGEFAIL", workdir)
     assert doc["verdict"] == "completed"
     summary = doc["result"]["summary"]
     assert doc["result"]["merged_by"] == "merge"

@@ -23,6 +23,7 @@ from swarmdeck.catalog import schema
 from swarmdeck.catalog.blackboard import memory_history
 from tests.conftest import Store, cli_env
 from tests.integration.test_sessions_support import open_catalog
+from tests.swarm.support import bare_session
 
 POSTERS = 20
 MESSAGES = 100
@@ -137,25 +138,12 @@ def _result(proc: subprocess.Popen[str], timeout: float = 240) -> object:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def _session(catalog, sid: str, **options: object) -> None:
-    catalog.create_session(
-        session_id=sid,
-        model="fake:m",
-        mode="explore",
-        workdir=".",
-        run_dir=".",
-        task=sid,
-        parent_id=options.pop("parent", None),
-        options=options,
-    )
-
-
 def test_twenty_posters_every_unique_message_once(
     store: Store, sd_home: Path, tmp_path: Path
 ) -> None:
     catalog = open_catalog()
     for r in range(RECIPIENTS):
-        _session(catalog, f"inbox-{r}")
+        bare_session(catalog, f"inbox-{r}")
     go, done = tmp_path / "go", tmp_path / "done"
     drainer = _spawn(sd_home, DRAINER.format(recipients=RECIPIENTS), str(go), str(done))
     posters = [
@@ -199,9 +187,9 @@ def test_eight_writers_every_write_landed_or_told(
     store: Store, sd_home: Path, tmp_path: Path
 ) -> None:
     catalog = open_catalog()
-    _session(catalog, "swarm-head", group="swarm-head")
+    bare_session(catalog, "swarm-head", group="swarm-head")
     for p in range(WRITERS):
-        _session(catalog, f"member-{p}", group="swarm-head", parent="swarm-head")
+        bare_session(catalog, f"member-{p}", group="swarm-head", parent="swarm-head")
     go = tmp_path / "go"
     writers = [
         _spawn(sd_home, WRITER.format(writes=WRITES), str(p), f"member-{p}", str(go))

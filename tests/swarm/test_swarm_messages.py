@@ -18,7 +18,7 @@ from tests.integration.test_sessions_support import (
     text,
     wait_for,
 )
-from tests.swarm.support import RESULTS, plan_of, report_of, run_swarm, tool_texts, user_texts
+from tests.swarm.support import RESULTS, plan_of, swarm_json, tool_texts, user_texts
 
 PLAN = plan_of(
     {"role": "talker", "task": "TALK: share what you find", "mode": "explore"},
@@ -83,9 +83,7 @@ def test_messages_broadcasts_and_the_blackboard(
     )
     fake_llm.set_script(script)
     write_provider(sd_home, "fake", fake_llm.openai_base_url, concurrency=8)
-    res = run_swarm(sd_home, "CHATTY swarm", "-C", str(workdir), "-m", "fake", "--json")
-    assert res.code == 0, res.stderr[-3000:]
-    doc = report_of(res)
+    _res, doc = swarm_json(sd_home, "CHATTY swarm", workdir)
     sid = doc["session_id"]
     talker_id, listener_id = (m["session_id"] for m in doc["members"])
 

@@ -17,8 +17,7 @@ from tests.swarm.support import (
     event_ts,
     member,
     plan_of,
-    report_of,
-    run_swarm,
+    swarm_json,
     user_texts,
 )
 
@@ -71,11 +70,7 @@ def test_a_member_fails_once_and_succeeds_on_retry(
     fake_llm.set_script(script)
     write_provider(sd_home, "fake", fake_llm.openai_base_url, concurrency=8)
     team = team_file(tmp_path, {"max_retries": 2, "retry_delay": 1.5, "on_all_failed": "abort"})
-    res = run_swarm(
-        sd_home, "RETRY", "-C", str(workdir), "-m", "fake", "--team", str(team), "--json"
-    )
-    assert res.code == 0, res.stderr[-3000:]
-    doc = report_of(res)
+    res, doc = swarm_json(sd_home, "RETRY", workdir, "--team", str(team))
     assert doc["verdict"] == "completed"
     flaky_doc = doc["members"][0]
     assert flaky_doc["attempts"] == 2 and flaky_doc["verdict"] == "completed"
@@ -109,20 +104,7 @@ def test_all_attempts_fail_under_abort(
     fake_llm.set_script(script)
     write_provider(sd_home, "fake", fake_llm.openai_base_url, concurrency=8)
     team = team_file(tmp_path, {"max_retries": 1, "retry_delay": 0, "on_all_failed": "abort"})
-    res = run_swarm(
-        sd_home,
-        "ABORT",
-        "-C",
-        str(workdir),
-        "-m",
-        "fake",
-        "--team",
-        str(team),
-        "--json",
-        timeout=90,
-    )
-    assert res.code == 3, res.stderr[-3000:]
-    doc = report_of(res)
+    res, doc = swarm_json(sd_home, "ABORT", workdir, "--team", str(team), code=3, timeout=90)
     assert doc["verdict"] == "error"
     flaky, slow = doc["members"]
     assert flaky["attempts"] == 2 and flaky["verdict"] == "error"
@@ -159,11 +141,7 @@ def test_all_attempts_fail_under_continue(
     fake_llm.set_script(script)
     write_provider(sd_home, "fake", fake_llm.openai_base_url, concurrency=8)
     team = team_file(tmp_path, {"max_retries": 1, "retry_delay": 0, "on_all_failed": "continue"})
-    res = run_swarm(
-        sd_home, "CONTINUE", "-C", str(workdir), "-m", "fake", "--team", str(team), "--json"
-    )
-    assert res.code == 3, res.stderr[-3000:]
-    doc = report_of(res)
+    _res, doc = swarm_json(sd_home, "CONTINUE", workdir, "--team", str(team), code=3)
     assert doc["verdict"] == "partial"
     flaky, steady, after = doc["members"]
     assert (flaky["verdict"], flaky["attempts"]) == ("error", 2)
@@ -200,11 +178,7 @@ def test_all_attempts_fail_then_reassign(
             {"role": "spare", "mode": "explore", "model": "backup", "system_prompt": "SPARE ROLE"},
         ],
     )
-    res = run_swarm(
-        sd_home, "REASSIGN", "-C", str(workdir), "-m", "fake", "--team", str(team), "--json"
-    )
-    assert res.code == 0, res.stderr[-3000:]
-    doc = report_of(res)
+    res, doc = swarm_json(sd_home, "REASSIGN", workdir, "--team", str(team))
     assert doc["verdict"] == "completed"
     [primary_doc] = doc["members"]
     assert primary_doc["attempts"] == 2 and primary_doc["model"] == "backup:rescue"
@@ -247,20 +221,7 @@ def test_member_and_swarm_timeouts(
         ],
         max_timeout=12,
     )
-    res = run_swarm(
-        sd_home,
-        "TIMEOUTS",
-        "-C",
-        str(workdir),
-        "-m",
-        "fake",
-        "--team",
-        str(team),
-        "--json",
-        timeout=120,
-    )
-    assert res.code == 3, res.stderr[-3000:]
-    doc = report_of(res)
+    _res, doc = swarm_json(sd_home, "TIMEOUTS", workdir, "--team", str(team), code=3, timeout=120)
     assert doc["verdict"] == "partial"
     sleepy_doc, stuck, quick = doc["members"]
     assert (sleepy_doc["verdict"], sleepy_doc["attempts"]) == ("completed", 2)

@@ -58,13 +58,15 @@ def _open(session: str | None, scope: str | None) -> tuple[Blackboard, Scope | N
     return board, scope_for(record, scope)
 
 
-def _need(scope: Scope | None) -> Scope:
-    if scope is None:
+def _open_named(session: str | None, scope: str | None) -> tuple[Blackboard, Scope]:
+    """The blackboard and the scope the options must name."""
+    board, chosen = _open(session, scope)
+    if chosen is None:
         raise UsageError(
             "which blackboard? pass --session ID (or --scope store)",
             "`swarmdeck memory ls` lists the blackboards that hold keys",
         )
-    return scope
+    return board, chosen
 
 
 def _short(value: Any) -> str:
@@ -123,8 +125,7 @@ def get(
     as_json: JsonOpt = False,
 ) -> None:
     """Print a key's value (stdout: the value as JSON) and its version (stderr)."""
-    board, chosen = _open(session, scope)
-    where = _need(chosen)
+    board, where = _open_named(session, scope)
     entry = board.get(where, key)
     if entry is None or entry.deleted:
         gone = f" (deleted at version {entry.version})" if entry else ""
@@ -147,8 +148,7 @@ def history(
     as_json: JsonOpt = False,
 ) -> None:
     """Every version a key had: who wrote what, when (a delete is a version too)."""
-    board, chosen = _open(session, scope)
-    where = _need(chosen)
+    board, where = _open_named(session, scope)
     entries = board.history(where, key)
     if as_json:
         print(json.dumps([{**e.as_dict(), "op": e.op} for e in entries], ensure_ascii=False))

@@ -61,6 +61,19 @@ class Entry:
 
 
 @dataclass(frozen=True)
+class _Write:
+    """One write as it is tried (again, when another writer won a race)."""
+
+    scope: Scope
+    key: str
+    op: str  # set or delete
+    text: str | None
+    writer: str
+    expected: int | None
+    write_id: str | None
+
+
+@dataclass(frozen=True)
 class WriteOutcome:
     """A write that landed as `version`, or a conflict with what is there now."""
 
@@ -172,7 +185,8 @@ class Blackboard:
         """Write a new version; with `expected_version`, only over that version (0: the key
         has never been written)."""
         text = _encode(value, self.redact)
-        return self._write(scope, check_key(key), "set", text, writer, expected_version, write_id)
+        key = check_key(key)
+        return self._write(_Write(scope, key, "set", text, writer, expected_version, write_id))
 
     def delete(
         self,
@@ -187,30 +201,19 @@ class Blackboard:
         current = self.get(scope, check_key(key))
         if (current is None or current.deleted) and expected_version is None:
             return None
-        return self._write(scope, key, "delete", None, writer, expected_version, write_id)
+        return self._write(_Write(scope, key, "delete", None, writer, expected_version, write_id))
 
-    def _write(
-        self,
-        scope: Scope,
-        key: str,
-        op: str,
-        text: str | None,
-        writer: str,
-        expected: int | None,
-        write_id: str | None,
-    ) -> WriteOutcome:
+    def _write(self, w: _Write) -> WriteOutcome:
         for attempt in range(CREATE_ATTEMPTS + LOCKED_ATTEMPTS):
             try:
                 with self.engine.begin() as conn:
-                    outcome = self._write_once(
-                        conn, scope, key, op, text, writer, expected, write_id
-                    )
+                    outcome = self._write_once(conn, w)
             except IntegrityError:
                 # Two writers created the key (or one repeated write_id landed) at once.
-                if write_id is not None and (found := self._landed_as(scope, write_id)):
+                if w.write_id is not None and (found := self._landed_as(w.scope, w.write_id)):
                     return WriteOutcome(True, found, repeated=True)
-                if expected is not None:
-                    return self._conflict(scope, key)
+                if w.expected is not None:
+                    return self._conflict(w.scope, w.key)
                 if attempt < CREATE_ATTEMPTS:
                     continue
                 raise
@@ -220,31 +223,27 @@ class Blackboard:
                     continue
                 raise
             if outcome is None:
-                return self._conflict(scope, key)
+                return self._conflict(w.scope, w.key)
             return outcome
-        raise RuntimeError(f"could not write {key} to the blackboard of {scope}")
+        raise RuntimeError(f"could not write {w.key} to the blackboard of {w.scope}")
 
-    def _write_once(
-        self,
-        conn: sa.Connection,
-        scope: Scope,
-        key: str,
-        op: str,
-        text: str | None,
-        writer: str,
-        expected: int | None,
-        write_id: str | None,
-    ) -> WriteOutcome | None:
+    def _write_once(self, conn: sa.Connection, w: _Write) -> WriteOutcome | None:
         """One try in one transaction: the outcome, or None for a conflict."""
-        if write_id is not None:
-            found = self._landed_as(scope, write_id, conn)
+        scope, key = w.scope, w.key
+        if w.write_id is not None:
+            found = self._landed_as(scope, w.write_id, conn)
             if found:
                 return WriteOutcome(True, found, repeated=True)
         now = time.time()
-        values = {"value": text, "deleted": op == "delete", "writer": writer, "updated_at": now}
+        values = {
+            "value": w.text,
+            "deleted": w.op == "delete",
+            "writer": w.writer,
+            "updated_at": now,
+        }
         where = _pk(scope, key)
-        if expected is not None:
-            where = sa.and_(where, memory.c.version == expected)
+        if w.expected is not None:
+            where = sa.and_(where, memory.c.version == w.expected)
         row = conn.execute(
             memory.update()
             .where(where)
@@ -253,7 +252,7 @@ class Blackboard:
         ).first()
         if row is not None:
             version = int(row[0])
-        elif expected in (None, 0):
+        elif w.expected in (None, 0):
             # A new key. A writer that raced us to it makes this insert fail: the caller
             # tries again (a blind write) or reports the conflict (expected 0).
             conn.execute(
@@ -270,10 +269,10 @@ class Blackboard:
                 scope_id=scope.id,
                 key=key,
                 version=version,
-                op=op,
-                value=text,
-                writer=writer,
-                write_id=write_id,
+                op=w.op,
+                value=w.text,
+                writer=w.writer,
+                write_id=w.write_id,
                 ts=now,
             )
         )

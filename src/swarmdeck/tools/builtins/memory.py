@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -73,6 +74,16 @@ def _scope(ctx: ToolContext, kind: str | None) -> Scope:
         raise ToolError(exc.one_line()) from None
 
 
+async def _on_board(ctx: ToolContext, kind: str | None, fn: Callable[..., Any], *args: Any) -> Any:
+    """fn(blackboard, scope, *args) off the loop, in the scope `kind` names for the caller;
+    a bad key or value is the call's error."""
+    scope = _scope(ctx, kind)
+    try:
+        return await asyncio.to_thread(fn, _board(ctx), scope, *args)
+    except UsageError as exc:
+        raise ToolError(exc.one_line()) from None
+
+
 def _write_id(ctx: ToolContext) -> str | None:
     return f"{ctx.session_id}/{ctx.call_key}" if ctx.call_key else None
 
@@ -101,34 +112,29 @@ def _written(key: str, outcome: WriteOutcome, what: str) -> ToolOutcome:
 
 
 async def _get(ctx: ToolContext, args: GetArgs) -> str:
-    scope = _scope(ctx, args.scope)
-    entry: Entry | None = await asyncio.to_thread(_board(ctx).get, scope, args.key)
+    entry: Entry | None = await _on_board(ctx, args.scope, Blackboard.get, args.key)
     if entry is None or entry.deleted:
         return _json({"key": args.key, "found": False, "version": entry.version if entry else 0})
     return _json({"key": args.key, "found": True, "version": entry.version, "value": entry.value})
 
 
 async def _set(ctx: ToolContext, args: SetArgs) -> ToolOutcome:
-    scope = _scope(ctx, args.scope)
-    try:
-        outcome = await asyncio.to_thread(
-            lambda: _board(ctx).set(
-                scope,
-                args.key,
-                args.value,
-                writer=ctx.session_id,
-                expected_version=args.expected_version,
-                write_id=_write_id(ctx),
-            )
+    def write(board: Blackboard, scope: Scope) -> WriteOutcome:
+        return board.set(
+            scope,
+            args.key,
+            args.value,
+            writer=ctx.session_id,
+            expected_version=args.expected_version,
+            write_id=_write_id(ctx),
         )
-    except UsageError as exc:
-        raise ToolError(exc.one_line()) from None
-    return _written(args.key, outcome, "written")
+
+    return _written(args.key, await _on_board(ctx, args.scope, write), "written")
 
 
 async def _list(ctx: ToolContext, args: ListArgs) -> str:
     scope = _scope(ctx, args.scope)
-    entries = await asyncio.to_thread(_board(ctx).list, scope, args.prefix)
+    entries = await _on_board(ctx, args.scope, Blackboard.list, args.prefix)
     shown = [{"key": e.key, "version": e.version, "value": e.value} for e in entries[:LIST_LIMIT]]
     doc: dict[str, Any] = {"scope": scope.kind, "keys": shown}
     if len(entries) > LIST_LIMIT:
@@ -137,19 +143,16 @@ async def _list(ctx: ToolContext, args: ListArgs) -> str:
 
 
 async def _delete(ctx: ToolContext, args: DeleteArgs) -> ToolOutcome:
-    scope = _scope(ctx, args.scope)
-    try:
-        outcome = await asyncio.to_thread(
-            lambda: _board(ctx).delete(
-                scope,
-                args.key,
-                writer=ctx.session_id,
-                expected_version=args.expected_version,
-                write_id=_write_id(ctx),
-            )
+    def delete(board: Blackboard, scope: Scope) -> WriteOutcome | None:
+        return board.delete(
+            scope,
+            args.key,
+            writer=ctx.session_id,
+            expected_version=args.expected_version,
+            write_id=_write_id(ctx),
         )
-    except UsageError as exc:
-        raise ToolError(exc.one_line()) from None
+
+    outcome = await _on_board(ctx, args.scope, delete)
     if outcome is None:
         return ToolOutcome(_json({"key": args.key, "found": False}))
     return _written(args.key, outcome, "deleted")
