@@ -4,6 +4,7 @@ repository, real worktrees, on both stores."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from pathlib import Path
 
@@ -17,8 +18,11 @@ from tests.integration.test_sessions_support import (
     Scripted,
     call,
     calls,
+    finish,
     open_catalog,
+    popen_cli,
     text,
+    wait_for,
 )
 from tests.swarm.support import (
     RESULTS,
@@ -300,12 +304,44 @@ def test_bad_input_is_one_line_and_exit_2(sd_home: Path, workdir: Path, tmp_path
     cases[("swarm", "T", "-C", str(workdir), "-m", "fake", "--plan", str(bad_plan))] = (
         "plan[0].mode: code members need a clean git repository"
     )
+    key = "sk-ant-" + "a1b2c3d4" * 4
+    leaky = tmp_path / "leaky.yaml"
+    leaky.write_text(f"- {{role: x, task: 'use {key}', mode: explore}}\n")
+    cases[("swarm", "T", "-C", str(workdir), "-m", "fake", "--plan", str(leaky))] = (
+        "role x: task refused: it contains a credential"
+    )
+    cases[("swarm", f"use {key}", "-C", str(workdir), "-m", "fake")] = (
+        "task refused: it contains a credential"
+    )
     for args, needle in cases.items():
         res = run_cli(sd_home, *args)
         assert res.code == 2, (args, res.stderr)
         assert needle in res.stderr, (args, res.stderr)
         assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
-        assert res.stdout == ""
-    res = run_cli(sd_home, "swarm", "TASK", "-C", str(workdir), "--json")
-    assert res.code == 2
-    assert json.loads(res.stdout)["type"] == "swarmdeck.error"
+        assert res.stdout == "" and key not in res.stderr
+    for args in (("TASK", "-C", str(workdir), "--json"), ("TASK", "--bogus", "--json")):
+        res = run_cli(sd_home, "swarm", *args)
+        assert res.code == 2
+        assert json.loads(res.stdout)["type"] == "swarmdeck.error"
+
+
+def test_an_interrupt_cancels_the_swarm(sd_home: Path, workdir: Path, fake_llm) -> None:
+    """SIGINT: the swarm and its members are cancelled, the object still printed, exit 3."""
+    plan = plan_of({"role": "slow", "task": "SLOW: think", "mode": "explore"})
+    fake_llm.set_script(
+        Scripted({"HALT": coordinator(plan), "SLOW:": Agent([Reply(text="zzz", delay=60)])})
+    )
+    write_provider(sd_home, "fake", fake_llm.openai_base_url)
+    proc = popen_cli(sd_home, "swarm", "HALT", "-C", str(workdir), "-m", "fake", "--json")
+    catalog = open_catalog()
+    wait_for(
+        lambda: any(s.status == "running" and s.parent_id for s in catalog.list_sessions()),
+        timeout=60,
+    )
+    proc.send_signal(signal.SIGINT)
+    code, out, err = finish(proc, timeout=60)
+    assert code == 3, err[-3000:]
+    doc = json.loads(out.strip().splitlines()[-1])
+    assert doc["verdict"] == "error" and doc["members"][0]["verdict"] == "error"
+    assert "interrupted: cancelling the swarm" in err
+    assert {s.status for s in catalog.list_sessions()} == {"cancelled"}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import signal
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ from rich.live import Live
 
 from swarmdeck.cli.agents import PluginOpt
 from swarmdeck.cli.app import app
-from swarmdeck.cli.dispatch import HumanCommand, NoSandboxOpt, QuietOpt, fail
+from swarmdeck.cli.dispatch import NoSandboxOpt, PlannerCommand, QuietOpt, fail
 from swarmdeck.errors import SwarmdeckError
 
 if TYPE_CHECKING:
@@ -29,7 +30,16 @@ REFRESH_SECONDS = 0.25
 CANCEL_WAIT_SECONDS = 10.0
 
 
-@app.command(cls=HumanCommand)
+class SwarmCommand(PlannerCommand):
+    """A bad invocation is one line on stderr, and with --json the error line on stdout."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """Parse as usual; answer a bad invocation with `--json` in the contract's form."""
+        self.json_errors = "--json" in args
+        return super().parse_args(ctx, args)
+
+
+@app.command(cls=SwarmCommand)
 def swarm(
     task: Annotated[str, typer.Argument(help="What the swarm should do.")],
     workdir: Annotated[
@@ -125,6 +135,8 @@ async def _run(host: Host, session_id: str, quiet: bool) -> dict[str, Any]:
                 await asyncio.wait({outcome, stopped}, timeout=REFRESH_SECONDS)
                 if stop.is_set():
                     console.print("interrupted: cancelling the swarm")
+                    # Cancelled steps make the engine log warnings; this line says it all.
+                    logging.getLogger("dbos").setLevel(logging.ERROR)
                     with contextlib.suppress(Exception):
                         await asyncio.wait_for(
                             host.cancel(session_id, "interrupted"), CANCEL_WAIT_SECONDS

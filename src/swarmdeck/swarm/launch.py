@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from swarmdeck.dispatch.guards import check_task_text
 from swarmdeck.errors import ConfigError, SwarmdeckError, UsageError
 from swarmdeck.models.available import normalize
 from swarmdeck.runtime.host import SessionRequest, new_session_id
@@ -18,7 +19,7 @@ from swarmdeck.runtime.services import Services
 from swarmdeck.runtime.session import KIND_OPTION
 from swarmdeck.swarm.coordinator import run_swarm
 from swarmdeck.swarm.phases import SUBMIT_PLAN, plan_context
-from swarmdeck.swarm.plan import PlanError, accept
+from swarmdeck.swarm.plan import PlanError, accept, members_of
 from swarmdeck.swarm.plan_tool import SUBMIT_PLAN_TOOL
 from swarmdeck.swarm.prompts import coordinator_prompt
 from swarmdeck.swarm.routing import Routing
@@ -109,6 +110,7 @@ def prepare_swarm(req: SwarmRequest, svc: Services) -> SessionRequest:
     """The coordinator's session request, or a one-line error saying what to fix."""
     if not req.task.strip():
         raise UsageError("the task is empty", 'say what the swarm should do: swarm "TASK"')
+    check_task_text(req.task, svc.redactor)
     workdir = req.workdir.expanduser()
     if not workdir.is_dir():
         raise UsageError(f"workdir does not exist: {workdir}", "pass an existing directory")
@@ -141,6 +143,13 @@ def prepare_swarm(req: SwarmRequest, svc: Services) -> SessionRequest:
             accept(spec.plan, plan_context(spec, str(workdir), svc), "file")
         except PlanError as exc:
             raise UsageError(f"{where}: {exc}", "fix the plan") from None
+        for member in members_of(spec.plan):
+            # Each member's task is a task like any other: the same guards.
+            try:
+                check_task_text(str(member.get("task", "")), svc.redactor)
+            except SwarmdeckError as exc:
+                message = f"{where}: role {member.get('role')}: {exc.message}"
+                raise type(exc)(message, exc.hint) from None
     code_note = (
         f"Code members cannot work here: {spec.code_refusal}. Use read-only modes only."
         if spec.code_refusal

@@ -53,7 +53,9 @@ def build_report(catalog: Catalog, session_id: str, live: bool = False) -> dict[
     journal = {e.key: e.payload for e in catalog.events(session_id, kinds=[EVENT_KIND])}
     plan = journal.get("swarm:plan")
     done = journal.get("swarm:result")
-    members = [_member(catalog, journal, m, live) for m in (plan["members"] if plan else [])]
+    ended = record.terminal
+    planned = plan["members"] if plan else []
+    members = [_member(catalog, journal, m, live, ended) for m in planned]
     tree = [session_id, *catalog.descendant_ids(session_id)]
     usage = catalog.usage_totals(tree)
     start = (journal.get("swarm:start") or {}).get("at", record.created_at)
@@ -84,7 +86,11 @@ def build_report(catalog: Catalog, session_id: str, live: bool = False) -> dict[
 
 
 def _member(
-    catalog: Catalog, journal: dict[str, Any], planned: dict[str, Any], live: bool
+    catalog: Catalog,
+    journal: dict[str, Any],
+    planned: dict[str, Any],
+    live: bool,
+    swarm_ended: bool,
 ) -> dict[str, Any]:
     index = planned["index"]
     spawns = sorted(
@@ -101,7 +107,9 @@ def _member(
         "task": planned["task"],
         "model": (end or last or planned)["model"],
         "session_id": last["session_id"] if last else None,
-        "verdict": end["verdict"] if end else None,
+        # A swarm that ended without an outcome for it (cancelled): the member did not
+        # complete. While the swarm runs, a member without one has none yet.
+        "verdict": end["verdict"] if end else ("error" if swarm_ended else None),
         "result": end["result"] if end else None,
         "attempts": len(spawns),
         "tokens": _tokens(usage),
