@@ -345,3 +345,35 @@ def test_an_interrupt_cancels_the_swarm(sd_home: Path, workdir: Path, fake_llm) 
     assert doc["verdict"] == "error" and doc["members"][0]["verdict"] == "error"
     assert "interrupted: cancelling the swarm" in err
     assert {s.status for s in catalog.list_sessions()} == {"cancelled"}
+
+
+def test_a_role_runs_as_a_named_agent(sd_home: Path, workdir: Path, fake_llm) -> None:
+    """A member naming an agent uses its prompt and tools, and its model when nothing
+    routes the role otherwise."""
+    agents = workdir / ".swarmdeck" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "auditor.agent.md").write_text(
+        "---\nname: auditor\ndescription: audits code\nmodel: other\ntools: [view]\n---\n"
+        "AUDITOR BODY: audit carefully.\n"
+    )
+    seen: dict[str, object] = {}
+
+    def auditor(req: FakeRequest) -> Reply:
+        seen["prompt"] = str(req.messages[0]["content"])
+        seen["tools"] = sorted(t["function"]["name"] for t in req.body.get("tools", []))
+        seen["model"] = req.model
+        return calls(call("submit_result", result=RESULTS["review"]))
+
+    plan = plan_of({"role": "audit", "task": "AUDIT: app.py", "mode": "review", "agent": "auditor"})
+    fake_llm.set_script(Scripted({"AGENTS": coordinator(plan), "AUDIT:": Agent([auditor])}))
+    write_provider(sd_home, "fake", fake_llm.openai_base_url)
+    write_provider(sd_home, "other", fake_llm.openai_base_url, model="agentmodel")
+    _res, doc = swarm_json(sd_home, "AGENTS", workdir)
+    assert doc["members"][0]["model"] == "other:agentmodel" and seen["model"] == "agentmodel"
+    prompt = str(seen["prompt"])
+    assert prompt.index("AUDITOR BODY") < prompt.index(
+        "in review mode"
+    )  # its prompt, then the mode's
+    tools = set(seen["tools"])  # type: ignore[arg-type]
+    assert {"read_file", "submit_result", "broadcast", "memory_set"} <= tools
+    assert "grep" not in tools and "write_file" not in tools  # the agent's tools, not the mode's
