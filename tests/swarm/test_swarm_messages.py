@@ -23,6 +23,8 @@ from tests.swarm.support import RESULTS, plan_of, swarm_json, tool_texts, user_t
 PLAN = plan_of(
     {"role": "talker", "task": "TALK: share what you find", "mode": "explore"},
     {"role": "listener", "task": "LISTEN: use what others find", "mode": "explore"},
+    # Starts after the talker's broadcast, and hears it all the same.
+    {"role": "latecomer", "task": "LATE: catch up", "mode": "explore", "depends_on": ["talker"]},
 )
 COORDINATOR_RE = re.compile(r"the swarm that (\S+) coordinates")
 
@@ -41,7 +43,8 @@ def test_messages_broadcasts_and_the_blackboard(
 
     def talker_shares(req: FakeRequest) -> Reply:
         boss = _coordinator_of(req)
-        seen["boss"] = boss
+        # Ordering, not timing: the listener exists before the talker broadcasts.
+        wait_for(lambda: any("LISTEN:" in s.task for s in catalog.list_sessions()), timeout=60)
         return calls(
             call("memory_set", key="finding", value={"main": "app.py:1"}, expected_version=0),
             call("broadcast", text="main is in app.py"),
@@ -70,6 +73,10 @@ def test_messages_broadcasts_and_the_blackboard(
         seen["conflict"] = tool_texts(req)[-1]
         return calls(call("submit_result", result=RESULTS["explore"]))
 
+    def latecomer(req: FakeRequest) -> Reply:
+        seen["late_user"] = user_texts(req)
+        return calls(call("submit_result", result=RESULTS["explore"]))
+
     def merge(req: FakeRequest) -> Reply:
         seen["coordinator_user"] = user_texts(req)
         return text("merged")
@@ -79,24 +86,27 @@ def test_messages_broadcasts_and_the_blackboard(
             "CHATTY": Agent([calls(call("submit_plan", **PLAN)), merge]),
             "TALK:": Agent([talker_shares, talker_checks]),
             "LISTEN:": Agent([listener_waits, listener_reads, listener_submits]),
+            "LATE:": Agent([latecomer]),
         }
     )
     fake_llm.set_script(script)
     write_provider(sd_home, "fake", fake_llm.openai_base_url, concurrency=8)
     _res, doc = swarm_json(sd_home, "CHATTY swarm", workdir)
     sid = doc["session_id"]
-    talker_id, listener_id = (m["session_id"] for m in doc["members"])
+    talker_id, listener_id, late_id = (m["session_id"] for m in doc["members"])
 
     written, sent, told, lost = seen["talker_results"]  # type: ignore[misc]
     assert json.loads(written) == {"key": "finding", "written": True, "version": 1}
-    assert sent == f"sent to 1 member(s): {listener_id}"
+    assert sent == (
+        f"sent to the swarm: the members live now ({listener_id}), and those that start later"
+    )
     assert told == f"sent to {sid}"
     assert "nobody-at-all is not your sub-agent nor a member of your swarm" in lost
-    # The listener heard the broadcast once, and read the blackboard.
-    heard = [t for t in seen["listener_user"] if "main is in app.py" in t]  # type: ignore[union-attr]
-    assert heard == [
-        f"broadcast from talker: TALK: share what you find ({talker_id}): main is in app.py"
-    ]
+    # The listener heard the broadcast once, and so did the member that started after it.
+    said = f"broadcast from talker: TALK: share what you find ({talker_id}): main is in app.py"
+    for who in ("listener_user", "late_user"):
+        assert [t for t in seen[who] if "main is in app.py" in t] == [said], who  # type: ignore[union-attr]
+    assert late_id.endswith(".3-latecomer")
     assert json.loads(str(seen["listener_memory"])) == {
         "key": "finding",
         "found": True,
@@ -109,6 +119,7 @@ def test_messages_broadcasts_and_the_blackboard(
     # The coordinator got the note before the members' results.
     notes = [t for t in seen["coordinator_user"] if "note for the coordinator" in t]  # type: ignore[union-attr]
     assert len(notes) == 1 and "talker" in notes[0]
+    assert said in seen["coordinator_user"]  # type: ignore[operator]
     assert seen["coordinator_user"][-1].startswith("The members have finished")  # type: ignore[index]
 
     shown = run_cli(sd_home, "memory", "get", "finding", "--session", listener_id)

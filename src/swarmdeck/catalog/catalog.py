@@ -475,6 +475,17 @@ class Catalog:
             ).first()
         return row is not None
 
+    def delivered(self, session_id: str, msg_id_prefix: str = "") -> list[InboxItem]:
+        """Every message delivered to the session (taken or not) whose id starts with the
+        prefix, in order."""
+        inbox = schema.inbox
+        query = sa.select(inbox).where(inbox.c.session_id == session_id).order_by(inbox.c.id)
+        if msg_id_prefix:
+            query = query.where(inbox.c.msg_id.startswith(msg_id_prefix, autoescape=True))
+        with self._reads.connect() as conn:
+            rows = conn.execute(query).all()
+        return [InboxItem(r.id, r.msg_id, r.kind, json.loads(r.payload)) for r in rows]
+
     def pending_count(self, session_id: str, kinds: Iterable[str] | None = None) -> int:
         """Messages (of these kinds) not yet taken by the session."""
         inbox = schema.inbox

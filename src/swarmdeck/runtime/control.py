@@ -155,14 +155,19 @@ class ControlTools:
         if "error" in group:
             return f"error: {group['error']}", True
         text = f"broadcast from {group['title']} ({self.sid}): {args.text}"
-        for member in group["ids"]:
-            # One id for every recipient: a replay after a crash posts nothing twice.
-            await self.d.step(
-                "post", tree.post_message, member, f"from:{self.sid}:{key}", "user", {"text": text}
-            )
-        if not group["ids"]:
-            return "no other member of your swarm is live: nobody received it", False
-        return f"sent to {len(group['ids'])} member(s): {', '.join(group['ids'])}", False
+        # One id for every recipient: a replay after a crash posts nothing twice. The
+        # group's head gets it first, and a member that starts later is given what its
+        # head got (tree.BROADCAST): so every member hears it, whenever it starts.
+        msg_id = f"from:{self.sid}:{key}"
+        payload = {"text": text, tree.BROADCAST: True}
+        heads = [group["head"]] if group["head"] != self.sid else []
+        for member in [*heads, *group["ids"]]:
+            await self.d.step("post", tree.post_message, member, msg_id, "user", payload)
+        live = ", ".join(group["ids"]) or "none yet"
+        return (
+            f"sent to the swarm: the members live now ({live}), and those that start later",
+            False,
+        )
 
     async def check_agents(self, _args: Any, _key: str) -> Outcome:
         summary = await self.d.step("children", tree.children_summary, self.sid, None)

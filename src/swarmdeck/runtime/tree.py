@@ -168,9 +168,13 @@ def group_peer(sender_id: str, target_id: str) -> dict[str, Any]:
     return {"title": sender.title or sender.id}
 
 
+# The payload flag of a broadcast: a member that starts later is given those its head got.
+BROADCAST = "broadcast"
+
+
 def group_members(sender_id: str) -> dict[str, Any]:
-    """{ids, title}: the live members of the sender's group other than itself (never the
-    group's head), or {error} when the sender is in no group."""
+    """{head, ids, title}: the group's head and its live members other than the sender (and
+    the head), or {error} when the sender is in no group."""
     catalog = services().catalog
     sender = catalog.get_session(sender_id)
     group = sender.group
@@ -181,7 +185,13 @@ def group_members(sender_id: str) -> dict[str, Any]:
         for c in sorted(catalog.list_sessions(parent_id=group, limit=10_000), key=_created)
         if c.group == group and c.id != sender_id and not c.terminal
     ]
-    return {"ids": members, "title": sender.title or sender.id}
+    return {"head": group, "ids": members, "title": sender.title or sender.id}
+
+
+def broadcasts_of(head_id: str) -> list[InboxPost]:
+    """The broadcasts a group's head received, as posts to hand a member that starts now."""
+    found = services().catalog.delivered(head_id, "from:")
+    return [InboxPost("", i.msg_id, i.kind, i.payload) for i in found if i.payload.get(BROADCAST)]
 
 
 def _created(record: SessionRecord) -> float:

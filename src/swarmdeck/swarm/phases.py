@@ -24,6 +24,7 @@ from swarmdeck.runtime.agents import agent_session, agent_tools
 from swarmdeck.runtime.origin import FROM_PARENT_KEY
 from swarmdeck.runtime.services import Services, services
 from swarmdeck.runtime.steps import record_result
+from swarmdeck.runtime.tree import broadcasts_of
 from swarmdeck.swarm.plan import AgentInfo, PlanContext, PlanError, accept
 from swarmdeck.swarm.prompts import member_prompt, member_task
 from swarmdeck.swarm.routing import route
@@ -266,6 +267,10 @@ def spawn_member(
         workdir, worktree = _workdir_of(svc, coordinator, member, session_id, dependencies)
         task = member_task(member, dependencies, failed_before)
         _create_member(svc, coordinator, spec, member, session_id, workdir, task, peers)
+    # What members broadcast before this one existed: it hears it too (after its creation,
+    # so a broadcast that listed the members before it is still in its head's inbox).
+    for post in broadcasts_of(coordinator_id):
+        catalog.post(session_id, post.msg_id, post.kind, post.payload)
     entry = {
         "phase": "spawn",
         "index": member["index"],

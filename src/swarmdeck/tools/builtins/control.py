@@ -136,7 +136,8 @@ CONTROL_TOOLS: list[Tool] = [
 # Granted, not in CONTROL_TOOLS: offered to swarm members (who name it), not to every session.
 BROADCAST_TOOL = Tool(
     name="broadcast",
-    description="Send a message to every other live member of your swarm (lossless, once each).",
+    description="Send a message to every other member of your swarm, those that start later "
+    "too (lossless, once each).",
     args_model=BroadcastArgs,
     effect=Effect.IDEMPOTENT,
     body=_carried_out_by_workflow,
