@@ -377,3 +377,29 @@ def test_a_role_runs_as_a_named_agent(sd_home: Path, workdir: Path, fake_llm) ->
     tools = set(seen["tools"])  # type: ignore[arg-type]
     assert {"read_file", "submit_result", "broadcast", "memory_set"} <= tools
     assert "grep" not in tools and "write_file" not in tools  # the agent's tools, not the mode's
+
+
+def test_a_plan_written_as_json_text_counts(sd_home: Path, workdir: Path, fake_llm) -> None:
+    """A model that answers the plan in a fenced JSON block instead of calling submit_plan
+    is held to the same schema; an answer with no plan is told so."""
+    plan = [{"role": "finder", "task": "FIND: it", "mode": "explore"}]
+    told: list[str] = []
+
+    def in_text(req: FakeRequest) -> Reply:
+        told.append(user_texts(req)[-1])
+        return text(f"Here is the plan:\n```json\n{json.dumps(plan)}\n```")
+
+    script = Scripted(
+        {
+            "TEXTPLAN": Agent([text("I will think about it."), in_text, text("merged")]),
+            "FIND:": member("explore"),
+        }
+    )
+    fake_llm.set_script(script)
+    write_provider(sd_home, "fake", fake_llm.openai_base_url)
+    _res, doc = swarm_json(sd_home, "TEXTPLAN", workdir)
+    assert told == ['Your answer held no plan: call submit_plan with {"members": [...]}.']
+    assert [m["role"] for m in doc["members"]] == ["finder"] and doc["verdict"] == "completed"
+    shown = run_cli(sd_home, "sessions", "show", doc["session_id"])
+    assert "swarm plan: finder (explore, fake:scripted)" in shown.stdout
+    assert "swarm finder: completed" in shown.stdout

@@ -218,8 +218,8 @@ def _workdir_of(
         trees = svc.settings.worktrees_dir
         tree = worktree_of_session(trees, session_id)
         if tree is None:
-            slug = session_id.rsplit(".", 1)[-1][:24]
-            made = create_worktree(Path(coordinator.workdir), trees, slug)
+            label = session_id.split(".", 1)[1][:32]  # the member's part: 3-coder, 3-coder.r1
+            made = create_worktree(Path(coordinator.workdir), trees, label)
             from dataclasses import replace
 
             tree = replace(made, session_id=session_id)
