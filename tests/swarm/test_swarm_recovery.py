@@ -15,6 +15,7 @@ from tests.swarm.support import (
     RESULTS,
     coordinator,
     event_ts,
+    git_project,
     member,
     plan_of,
     swarm_json,
@@ -236,3 +237,36 @@ def test_member_and_swarm_timeouts(
     assert 2 <= ended < 10
     assert catalog.get_session(stuck["session_id"]).status == "cancelled"
     assert doc["result"] == {"summary": "merged in time", "merged_by": "model"}
+
+
+def test_a_member_that_cannot_start_fails_like_any_other(
+    sd_home: Path, tmp_path: Path, fake_llm
+) -> None:
+    """The repository got dirty before the coder's turn came: its worktree cannot be made,
+    so each attempt fails to start, and the policy (continue) decides."""
+    project = git_project(tmp_path / "repo")
+    plan = plan_of(
+        {"role": "finder", "task": "FIND: look", "mode": "explore"},
+        {"role": "coder", "task": "CODE: change", "mode": "code", "depends_on": ["finder"]},
+    )
+
+    def finder_dirties(_req: FakeRequest) -> Reply:
+        (project / "DIRTY.txt").write_text("someone's edit\n")
+        return calls(call("submit_result", result=RESULTS["explore"]))
+
+    script = Scripted({"NOSTART": coordinator(plan), "FIND:": Agent([finder_dirties])})
+    fake_llm.set_script(script)
+    write_provider(sd_home, "fake", fake_llm.openai_base_url)
+    team = team_file(tmp_path, {"max_retries": 1, "retry_delay": 0, "on_all_failed": "continue"})
+    _res, doc = swarm_json(sd_home, "NOSTART", project, "--team", str(team), code=3)
+    assert doc["verdict"] == "partial"
+    finder, coder = doc["members"]
+    assert finder["verdict"] == "completed"
+    assert (coder["verdict"], coder["attempts"], coder["session_id"]) == ("error", 2, None)
+    assert "CODE:" not in script.asked
+    catalog = open_catalog()
+    end = catalog.event_by_key(doc["session_id"], "swarm:end:1:1")
+    assert end is not None
+    assert end.payload["reason"] == (
+        "it could not start: the work tree has uncommitted changes: DIRTY.txt"
+    )

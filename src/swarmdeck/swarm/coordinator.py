@@ -194,6 +194,19 @@ class Coordinator:
             dependencies,
             self.peers,
         )
+        if spawned.get("error"):
+            run.final = await self.d.step(
+                "member_end",
+                phases.skip_member,
+                self.sid,
+                run.member,
+                spawned["error"],
+                run.attempt,
+            )
+            run.outcomes.append(run.final)
+            run.session_id, run.state = None, "done"
+            await self.recover(run, run.final, now)
+            return
         crash_point("swarm.spawned")
         await self.d.start_child(spawned["session_id"])
         run.session_id = spawned["session_id"]
@@ -245,9 +258,8 @@ class Coordinator:
         """The team's recovery policy: retry after a durable delay, then abort, continue or
         reassign."""
         policy = self.spec.recovery
-        run.failed_before = (
-            f"attempt {run.attempt + 1} ({run.session_id}) ended {_failure(outcome)}"
-        )
+        which = f" ({run.session_id})" if run.session_id else ""
+        run.failed_before = f"attempt {run.attempt + 1}{which} ended {_failure(outcome)}"
         if run.attempt - run.series_start < policy.max_retries:
             run.state, run.retry_at, run.final = "retry", now + policy.retry_delay, None
             return

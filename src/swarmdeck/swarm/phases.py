@@ -19,6 +19,7 @@ from swarmdeck.catalog.records import SessionRecord
 from swarmdeck.dispatch.modes import get_mode
 from swarmdeck.dispatch.settings import load_dispatch_settings
 from swarmdeck.dispatch.verdict import RunFacts, build_verdict
+from swarmdeck.errors import SwarmdeckError
 from swarmdeck.models.available import normalize
 from swarmdeck.runtime.agents import agent_session, agent_tools
 from swarmdeck.runtime.origin import FROM_PARENT_KEY
@@ -259,14 +260,32 @@ def spawn_member(
     session_id = member_session_id(coordinator_id, member["index"], member["role"], attempt)
     found = catalog.find_session(session_id)
     worktree = None
-    if found is not None:  # created before a crash: its record says where it works
-        workdir = found.workdir
-        if member["mode"] == "code":
-            _, worktree = _workdir_of(svc, coordinator, member, session_id, dependencies)
-    else:
-        workdir, worktree = _workdir_of(svc, coordinator, member, session_id, dependencies)
-        task = member_task(member, dependencies, failed_before)
-        _create_member(svc, coordinator, spec, member, session_id, workdir, task, peers)
+    try:
+        if found is not None:  # created before a crash: its record says where it works
+            workdir = found.workdir
+            if member["mode"] == "code":
+                _, worktree = _workdir_of(svc, coordinator, member, session_id, dependencies)
+        else:
+            workdir, worktree = _workdir_of(svc, coordinator, member, session_id, dependencies)
+            task = member_task(member, dependencies, failed_before)
+            _create_member(svc, coordinator, spec, member, session_id, workdir, task, peers)
+    except SwarmdeckError as exc:
+        # No worktree could be made (the repository changed since the swarm started): this
+        # attempt failed to start, and the recovery policy decides as for any failure.
+        failed = {
+            "phase": "spawn",
+            "index": member["index"],
+            "role": member["role"],
+            "assigned_role": member.get("assigned_role"),
+            "mode": member["mode"],
+            "model": member["model"],
+            "attempt": attempt,
+            "session_id": None,
+            "workdir": None,
+            "worktree": None,
+            "error": f"it could not start: {exc.message}",
+        }
+        return _append(coordinator_id, key, failed)
     # What members broadcast before this one existed: it hears it too (after its creation,
     # so a broadcast that listed the members before it is still in its head's inbox).
     for post in broadcasts_of(coordinator_id):
@@ -306,7 +325,10 @@ def _create_member(
             named = agent_session(definition, plugin_set, task, spec.plugins or None)
             agent_prompt = named.system_message
             agent_tool_names = agent_tools(definition)
-            agent_options = named.options
+            # A member is one-shot: an agent's cron would keep it from ever ending.
+            agent_options = {
+                k: v for k, v in named.options.items() if k not in ("cron", "one_shot")
+            }
     others = [tuple(p) for p in peers if p[2] != session_id]
     prompt = member_prompt(member, workdir, step_cap, coordinator.id, others, agent_prompt)
     title_role = member.get("assigned_role") or member["role"]
@@ -403,15 +425,18 @@ def member_outcome(
     return _append(coordinator_id, key, outcome)
 
 
-def skip_member(coordinator_id: str, member: dict[str, Any], why: str) -> dict[str, Any]:
-    """A member that never ran (its dependency failed, the swarm aborted or timed out)."""
+def skip_member(
+    coordinator_id: str, member: dict[str, Any], why: str, attempt: int | None = None
+) -> dict[str, Any]:
+    """A member that never ran (its dependency failed, the swarm aborted or timed out), or
+    an attempt of it that could not start."""
     outcome = {
         "phase": "end",
         "index": member["index"],
         "role": member["role"],
         "mode": member["mode"],
         "model": member["model"],
-        "attempt": None,
+        "attempt": attempt,
         "session_id": None,
         "verdict": "error",
         "result": None,
@@ -420,7 +445,8 @@ def skip_member(coordinator_id: str, member: dict[str, Any], why: str) -> dict[s
         "timed_out": False,
         "workdir": None,
     }
-    return _append(coordinator_id, f"swarm:end:{member['index']}:skip", outcome)
+    which = "skip" if attempt is None else attempt
+    return _append(coordinator_id, f"swarm:end:{member['index']}:{which}", outcome)
 
 
 def reassigned(coordinator_id: str, member: dict[str, Any]) -> dict[str, Any] | None:

@@ -100,7 +100,7 @@ def _member(
     last = spawns[-1][1] if spawns else None
     end = journal.get(f"swarm:end:{index}:{last['attempt']}") if last else None
     end = end or journal.get(f"swarm:end:{index}:skip")
-    ids = [p["session_id"] for _, p in spawns]
+    ids = [p["session_id"] for _, p in spawns if p["session_id"]]
     usage = catalog.usage_totals(ids) if ids else UsageTotals()
     doc: dict[str, Any] = {
         "role": planned["role"],
