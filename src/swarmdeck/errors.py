@@ -52,7 +52,8 @@ class NotFoundError(SwarmdeckError):
 
 
 class ProviderError(SwarmdeckError):
-    """A provider call failed. `retryable` says whether trying again can help."""
+    """A provider call failed. `retryable` says whether trying again can help; `kind` names
+    the failure (see models/errors.py) for whoever must react to one in particular."""
 
     def __init__(
         self,
@@ -62,11 +63,13 @@ class ProviderError(SwarmdeckError):
         retryable: bool,
         status: int | None = None,
         retry_after: float | None = None,
+        kind: str = "failed",
     ) -> None:
         super().__init__(message, hint)
         self.retryable = retryable
         self.status = status
         self.retry_after = retry_after
+        self.kind = kind
 
 
 class ToolError(SwarmdeckError):

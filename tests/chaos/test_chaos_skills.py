@@ -55,6 +55,8 @@ def test_a_loaded_skill_survives_sigkill(
         "fake",
         "--workdir",
         str(workdir),
+        "--mode",
+        "agent",  # the maintenance tools are an agent's (short-form runs default to explore)
         SWARMDECK_CRASH_AT=kill_at,
     )
     expect_killed(proc)

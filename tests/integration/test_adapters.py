@@ -128,8 +128,14 @@ async def test_tool_call_and_result_round_trip(fake: FakeLLM, kind: str) -> None
     assert second.text == "The file says: hello from a.txt"
     body = chat_requests(fake)[1].body
     if kind == "anthropic":
-        assert body["system"] == "You are terse."
+        # One text block, a prompt-cache breakpoint on it, on the tools and on the last
+        # message (see test_prompt_cache.py).
+        assert body["system"] == [
+            {"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}
+        ]
         assert body["tools"][0]["input_schema"] == READ_FILE.parameters
+        assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+        assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
         assert body["max_tokens"] == model.config.output_tokens
     else:
         assert body["messages"][0] == {"role": "system", "content": "You are terse."}
@@ -243,7 +249,8 @@ async def test_max_completion_tokens_quirk_and_no_stream_usage(fake: FakeLLM) ->
     plain = make_model(fake, quirks=("no_stream_usage",))
     completion = await plain.complete([Message("user", "hi")], [])
     assert "stream_options" not in chat_requests(fake)[-1].body
-    assert completion.usage == Usage()
+    # The stream carried no counts: they are estimated (a token per 4 characters), and say so.
+    assert completion.usage == Usage(input=1, output=1, estimated=True)
 
 
 # --- usage and cost -------------------------------------------------------------------------

@@ -9,7 +9,7 @@ if TYPE_CHECKING:
     from swarmdeck.runtime.host import Host
 
 
-def session_host() -> Host:
+def session_host(role: str = "local", serve_queue: bool = False) -> Host:
     """A Host that can run any session, whoever started it: a worker or `sessions resume` may
     take over a dispatched session, and must validate its result against the mode's schema;
     it may take over a swarm, and must run its coordinator."""
@@ -17,7 +17,7 @@ def session_host() -> Host:
     from swarmdeck.runtime.host import Host
     from swarmdeck.swarm.launch import register
 
-    host = Host()
+    host = Host(role=role, serve_queue=serve_queue)
     host.services.result_validators.update(VALIDATORS)
     register(host.services)
     return host

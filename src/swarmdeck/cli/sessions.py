@@ -7,13 +7,13 @@ import datetime as dt
 import json
 import sys
 import time
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from swarmdeck.catalog.records import STATUSES, TERMINAL_STATUSES, SessionRecord
+from swarmdeck.catalog.records import STATUSES, TERMINAL_STATUSES, EventRecord, SessionRecord
 from swarmdeck.cli.app import app
 from swarmdeck.config import load_settings
 from swarmdeck.errors import UsageError
@@ -25,7 +25,10 @@ if TYPE_CHECKING:
 sessions_app = typer.Typer(help="List, inspect, follow and resume sessions.", no_args_is_help=True)
 app.add_typer(sessions_app, name="sessions")
 
+# Shown for a live session whose worker died and that no one has taken over yet.
+ORPHANED = "orphaned"
 STATUS_STYLE = {
+    ORPHANED: "bold red",
     "completed": "green",
     "failed": "red",
     "cancelled": "dim",
@@ -61,17 +64,29 @@ def _title(s: SessionRecord) -> str:
 @sessions_app.command("ls")
 def ls(
     status: Annotated[
-        str | None, typer.Option(help=f"Only sessions with this status: {', '.join(STATUSES)}.")
+        str | None,
+        typer.Option(
+            help=f"Only sessions with this status: {', '.join((*STATUSES, ORPHANED))} "
+            "(orphaned: its worker died and no one has taken it over yet)."
+        ),
     ] = None,
     limit: Annotated[int, typer.Option(min=1, help="How many, newest first.")] = 30,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON array on stdout.")] = False,
 ) -> None:
     """List sessions, newest first."""
-    if status is not None and status not in STATUSES:
-        raise UsageError(f"unknown status {status!r}", f"use one of: {', '.join(STATUSES)}")
-    rows = open_catalog().list_sessions(status=status, limit=limit)
+    listable = (*STATUSES, ORPHANED)
+    if status is not None and status not in listable:
+        raise UsageError(f"unknown status {status!r}", f"use one of: {', '.join(listable)}")
+    catalog = open_catalog()
+    if status == ORPHANED:  # derived: the live sessions nobody runs
+        rows = [s for s in catalog.list_sessions(limit=100_000) if not s.terminal]
+        orphaned = _orphaned(catalog, rows)
+        rows = [s for s in rows if s.id in orphaned][:limit]
+    else:
+        rows = catalog.list_sessions(status=status, limit=limit)
+        orphaned = _orphaned(catalog, rows)
     if as_json:
-        print(json.dumps([_summary(s) for s in rows]))
+        print(json.dumps([_summary(s, s.id in orphaned) for s in rows]))
         return
     if not rows:
         empty = f"no {status} sessions" if status else "no sessions yet — try `swarmdeck demo`"
@@ -81,10 +96,11 @@ def ls(
     for col in ("id", "status", "mode", "model", "parent", "created", "task"):
         table.add_column(col)
     for s in rows:
-        style = STATUS_STYLE.get(s.status, "")
+        shown = ORPHANED if s.id in orphaned else s.status
+        style = STATUS_STYLE.get(shown, "")
         table.add_row(
             s.id,
-            f"[{style}]{s.status}[/]" if style else s.status,
+            f"[{style}]{shown}[/]" if style else shown,
             s.mode,
             s.model,
             s.parent_id or "",
@@ -94,11 +110,21 @@ def ls(
     Console().print(table)
 
 
-def _summary(s: SessionRecord) -> dict[str, object]:
+def _orphaned(catalog: Catalog, rows: list[SessionRecord]) -> set[str]:
+    """The sessions whose worker died and that no one has taken over yet."""
+    from swarmdeck.catalog.workers import WorkerRegistry
+
+    settings = load_settings()
+    registry = WorkerRegistry(catalog.engine, settings.hostname, settings.lease_seconds)
+    return registry.orphaned([r for r in rows if not r.terminal])
+
+
+def _summary(s: SessionRecord, orphaned: bool = False) -> dict[str, object]:
     return {
         "id": s.id,
         "parent_id": s.parent_id,
-        "status": s.status,
+        # Derived, never stored: the stored status is what the session last did.
+        "status": ORPHANED if orphaned else s.status,
         "mode": s.mode,
         "model": s.model,
         "workdir": s.workdir,
@@ -120,6 +146,7 @@ def show(
     s = catalog.get_session(catalog.resolve_session_id(session_id))
     events = catalog.events(s.id)
     usage = catalog.usage_totals([s.id])
+    context = context_summary(events)
     if as_json:
         doc = {
             **_summary(s),
@@ -127,7 +154,14 @@ def show(
             "result": s.result,
             "final_text": s.final_text,
             "error": s.error,
-            "usage": {"turns": usage.turns, **usage.tokens(), "cost_usd": usage.cost_usd},
+            "usage": {
+                "turns": usage.turns,
+                **usage.tokens(),
+                "estimated_turns": usage.estimated_turns,
+                "cost_usd": usage.cost_usd,
+                "cache_share": usage.cache_share,
+            },
+            "context": context,
             "events": [{"seq": e.seq, "kind": e.kind, "payload": e.payload} for e in events],
         }
         print(json.dumps(doc, ensure_ascii=False))
@@ -138,7 +172,11 @@ def show(
     if s.parent_id:
         console.print(f"parent {s.parent_id}")
     cost = f" · ${usage.cost_usd:.4f}" if usage.cost_usd is not None else ""
-    console.print(f"turns {usage.turns} · tokens in {usage.input} out {usage.output}{cost}")
+    tokens = f"tokens in {usage.input} out {usage.output}{usage.estimated_note}"
+    share = f" · cached {usage.cache_share:.0%}" if usage.cache_share else ""
+    console.print(f"turns {usage.turns} · {tokens}{share}{cost}")
+    if context is not None:
+        console.print(context_line(context))
     if s.error:
         console.print(f"[red]error[/] {s.error}")
     console.print()
@@ -147,6 +185,34 @@ def show(
         printer(ev)
     if s.result is not None:
         console.print_json(json.dumps(s.result))
+
+
+def context_summary(events: list[EventRecord]) -> dict[str, object] | None:
+    """What the last turn's prompt measured (its tokens, the window, the runtime's own
+    tokens) and how often older turns were compacted; None before any measured turn."""
+    last = next(
+        (e for e in reversed(events) if e.kind == "assistant" and e.payload.get("context")), None
+    )
+    if last is None:
+        return None
+    compactions = [e for e in events if e.kind == "compaction"]
+    return {
+        **last.payload["context"],
+        "compactions": len(compactions),
+        "dropped": sum(1 for e in compactions if not e.payload.get("summarized")),
+    }
+
+
+def context_line(context: dict[str, object]) -> str:
+    """The context summary as one line: prompt against window, the runtime's tokens."""
+    runtime: Any = context["runtime"]
+    own = runtime["system"] + runtime["tools"]
+    compacted = f" · compacted {context['compactions']}x" if context["compactions"] else ""
+    return (
+        f"context: last prompt {context['prompt_tokens']} of {context['window']} tokens "
+        f"({context['tokenizer']}){compacted} · runtime per turn {own}: system prompt "
+        f"{runtime['system']} (skill index {runtime['skills']}), tool schemas {runtime['tools']}"
+    )
 
 
 @sessions_app.command("tail")
@@ -180,19 +246,25 @@ def tail(
 def resume(
     session_id: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
 ) -> None:
-    """Resume a session whose process died: take over its work and run it to the end here."""
+    """Resume a session whose process died, or that failed (on a provider error, say):
+    take over its work, or ask the model again, and run it to the end here."""
     from swarmdeck.cli.hosting import session_host
     from swarmdeck.cli.run import exit_code_for, run_and_follow
 
-    host = session_host()
+    host = session_host(serve_queue=True)
     sid = host.catalog.resolve_session_id(session_id)
+    failed = host.catalog.get_session(sid).status == "failed"
 
     async def go() -> str:
         try:
             host.launch().recover_dead_workers()
-            outcome = await run_and_follow(host, sid)
+            if failed:
+                # A new generation: the turn that failed is asked again.
+                await host.retry_session(sid)
+            outcome = await run_and_follow(host, sid, start=not failed)
             return outcome.get("status", "failed")
         finally:
+            await host.services.close_models()
             host.shutdown()
 
     status = asyncio.run(go())

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-import time
 from typing import Annotated, Any
 
 import typer
@@ -22,39 +22,45 @@ def _store_label(url: str) -> dict[str, str]:
     return {"kind": "postgresql", "where": host}
 
 
+async def _probe_all(base_urls: list[str]) -> dict[str, str | None]:
+    """Probe endpoints at once: why each does not answer (None when it does)."""
+    from swarmdeck.models.reach import probe
+
+    unique = sorted(set(base_urls))
+    found = await asyncio.gather(*(probe(url) for url in unique))
+    return dict(zip(unique, found, strict=True))
+
+
 def collect_status() -> dict[str, Any]:
     """Everything `status` reports, as plain data."""
-    from swarmdeck.catalog.workers import WorkerRegistry
     from swarmdeck.cli.sessions import open_catalog
+    from swarmdeck.cli.workers import fleet_status
     from swarmdeck.models.registry import ProviderRegistry
     from swarmdeck.secrets.store import CredentialStore
     from swarmdeck.tools.sandbox import sandbox_in_force
 
     settings = load_settings()
     store = CredentialStore(settings.credentials_dir)
-    providers = [
-        {
+    configs = ProviderRegistry.load(settings.providers_dir).all()
+    # A keyless provider (Ollama, vLLM) is a server of the user's: ready only if it answers.
+    silence = asyncio.run(_probe_all([p.base_url for p in configs if not p.needs_key]))
+    providers = []
+    for p in configs:
+        entry: dict[str, Any] = {
             "key": p.key,
             "kind": p.kind,
             "model": f"{p.key}:{p.model}",
             "needs_key": p.needs_key,
             "has_key": store.has(p.key) if p.needs_key else None,
-            "ready": (not p.needs_key) or store.has(p.key),
+            "ready": store.has(p.key),
         }
-        for p in ProviderRegistry.load(settings.providers_dir).all()
-    ]
+        if not p.needs_key:
+            why = silence[p.base_url]
+            entry.update(ready=why is None, answering=why is None, not_answering=why)
+        providers.append(entry)
     sandbox = sandbox_in_force(settings.no_sandbox)
     catalog = open_catalog()
-    now = time.time()
-    workers = [
-        {
-            "executor_id": w.executor_id,
-            "hostname": w.hostname,
-            "pid": w.pid,
-            "heartbeat_age_s": round(now - w.heartbeat_at, 1),
-        }
-        for w in WorkerRegistry(catalog.engine).alive()
-    ]
+    fleet = fleet_status()
     counts: dict[str, int] = {}
     for s in catalog.list_sessions(limit=100_000):
         counts[s.status] = counts.get(s.status, 0) + 1
@@ -70,7 +76,8 @@ def collect_status() -> dict[str, Any]:
             "version": sandbox.version,
             "opted_out": settings.no_sandbox,
         },
-        "workers": workers,
+        "workers": fleet["workers"],
+        "fleet": fleet,
         "sessions": counts,
     }
 
@@ -105,11 +112,21 @@ def status(
     console.print(f"store   {doc['store']['kind']} ({doc['store']['where']})")
     console.print(f"sandbox {_sandbox_line(doc['sandbox'])}", highlight=False)
     ready = [p["key"] for p in doc["providers"] if p["ready"]]
-    missing = [p["key"] for p in doc["providers"] if not p["ready"]]
+    missing = [p["key"] for p in doc["providers"] if p["needs_key"] and not p["ready"]]
+    silent = [p for p in doc["providers"] if not p["needs_key"] and not p["ready"]]
     console.print(f"providers ready: {', '.join(ready) or 'none'}")
     if missing:
         console.print(f"providers without a key: {', '.join(missing)}  (swarmdeck key set NAME)")
+    for p in silent:
+        console.print(
+            f"provider {p['key']} not answering: {p['not_answering']}  "
+            f"(start its server, or fix base_url: swarmdeck provider show {p['key']})",
+            markup=False,
+        )
     console.print(f"workers alive: {len(doc['workers'])}")
+    from swarmdeck.cli.workers import print_fleet
+
+    print_fleet(console, doc["fleet"])
     if doc["sessions"]:
         console.print(
             "sessions: " + ", ".join(f"{k} {v}" for k, v in sorted(doc["sessions"].items()))

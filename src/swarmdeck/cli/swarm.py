@@ -83,6 +83,10 @@ def swarm(
     from swarmdeck.swarm.launch import SwarmRequest, prepare_swarm
 
     try:
+        # The coordinator runs here, on the local path (its live table follows it in this
+        # process, and its members start as its child workflows here). Should this process
+        # die, a worker that takes its lease over runs it on: session_host registers the
+        # swarm's driver there too (cli/worker.py, `sessions resume`).
         host = session_host()
         request = prepare_swarm(
             SwarmRequest(

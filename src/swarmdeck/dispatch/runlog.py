@@ -10,7 +10,7 @@ from typing import IO
 from rich.console import Console
 
 from swarmdeck.catalog.records import EventRecord
-from swarmdeck.ui.progress import ProgressPrinter
+from swarmdeck.ui.progress import ProgressPrinter, clock
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -50,11 +50,11 @@ class RunLog:
             self._stderr_printer(ev)
 
     def note(self, text: str) -> None:
-        """A line of our own (start, heartbeat, end), in the log and on stderr."""
-        self._log.write(text + "\n")
+        """A line of our own (start, heartbeat, end), in the log and on stderr, timed."""
+        self._log.write(f"{clock()} {text}\n")
         self._log.flush()
         if self._stderr_printer is not None:
-            self._stderr_printer.console.print(text, markup=False, highlight=False)
+            self._stderr_printer.note(text)
 
     def tail(self, limit: int = 4096) -> str:
         """The end of the log so far."""

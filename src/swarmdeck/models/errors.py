@@ -30,6 +30,32 @@ ANTHROPIC_TYPE_STATUS = {
     "overloaded_error": 529,
 }
 VENDOR_MESSAGE_MAX = 300
+# A prompt estimated at this share of the model's window or more is "near the window".
+NEAR_WINDOW = 0.75
+# Vendors say a prompt is over the window in a 400 with one of these (OpenAI's code, the
+# phrases of vLLM, llama.cpp, Anthropic and DeepSeek).
+CONTEXT_MARKERS = (
+    "context_length_exceeded",
+    "maximum context length",
+    "context window",
+    "exceeds the available context size",
+    "prompt is too long",
+    "too many tokens",
+)
+
+# Named kinds of provider failure (ProviderError.kind), for callers that react to one in
+# particular (compaction on CONTEXT_OVERFLOW, say). Hints are what the user can do once
+# the retries are over: while they last, the retry notices say what happens.
+UNREACHABLE = "unreachable"  # nothing accepted the connection
+TIMED_OUT = "timed_out"  # no answer within the provider's timeout
+STREAM_CUT = "stream_cut"  # the server answered 200, then the answer ended early
+RATE_LIMITED = "rate_limited"
+TEMPORARY = "temporary"  # 5xx, 408, 409: may pass
+NO_STATUS = "no_status"  # an error without an HTTP status (streamed after a 200)
+CONTEXT_OVERFLOW = "context_overflow"  # the prompt is over the model's context window
+QUOTA = "quota"  # balance or plan quota used up
+REJECTED = "rejected"  # a fatal status: bad key, bad request, not found...
+INCOMPATIBLE = "incompatible"  # an answer we cannot read
 
 
 def classify(
@@ -50,8 +76,9 @@ def classify(
     if status is None:
         return ProviderError(
             f"{provider} failed without an HTTP status{said}",
-            "retrying; check the endpoint if this repeats",
+            "check the endpoint and its logs; the error came inside the answer",
             retryable=True,
+            kind=NO_STATUS,
         )
     if status == 429 and _is_quota(fields):
         return ProviderError(
@@ -59,7 +86,10 @@ def classify(
             "top up or wait for the plan's quota to reset; not retried",
             retryable=False,
             status=status,
+            kind=QUOTA,
         )
+    if status in (400, 413) and _is_context_overflow(fields):
+        return context_overflow(provider, f"the provider said so ({status}){said}")
     return _by_status(status, said, retry_after, provider)
 
 
@@ -84,28 +114,32 @@ def _by_status(status: int, said: str, retry_after: float | None, provider: str)
     }
     if status in fatal:
         message, hint = fatal[status]
-        return ProviderError(message, hint, retryable=False, status=status)
+        return ProviderError(message, hint, retryable=False, status=status, kind=REJECTED)
     if status == 429:
         return ProviderError(
             f"{provider}: rate limited (429){said}",
-            "retrying after the provider's cooldown",
+            "the provider kept rate limiting; try again later, or lower concurrency or rpm "
+            "in its provider file",
             retryable=True,
             status=status,
             retry_after=retry_after,
+            kind=RATE_LIMITED,
         )
     if status in (408, 409) or status >= 500:
         return ProviderError(
             f"{provider}: temporary failure ({status}){said}",
-            "retrying with backoff",
+            "the provider kept failing; try again later",
             retryable=True,
             status=status,
             retry_after=retry_after,
+            kind=TEMPORARY,
         )
     return ProviderError(
         f"{provider}: request failed ({status}){said}",
         "not retried; check the request and the provider settings",
         retryable=False,
         status=status,
+        kind=REJECTED,
     )
 
 
@@ -116,31 +150,82 @@ def _is_quota(fields: _Fields) -> bool:
     )
 
 
+def _is_context_overflow(fields: _Fields) -> bool:
+    """A rejection that says the prompt does not fit the model's window."""
+    said = f"{fields.code} {fields.type} {fields.message}".lower()
+    return any(marker in said for marker in CONTEXT_MARKERS)
+
+
 def unreachable(provider: str, base_url: str, detail: str) -> ProviderError:
     """The endpoint did not answer (refused, DNS, TLS): retryable, but say where we tried."""
     return ProviderError(
         f"cannot reach {base_url}: {_one_line(detail) or 'connection failed'}",
         f"is the {provider} endpoint up? check base_url with `swarmdeck provider ls`",
         retryable=True,
+        kind=UNREACHABLE,
     )
+
+
+def never_connected(exc: BaseException) -> bool:
+    """True when a timeout came before any connection was made."""
+    import httpx2
+
+    return isinstance(exc.__cause__ or exc.__context__, httpx2.ConnectTimeout)
 
 
 def timed_out(provider: str, base_url: str, timeout_s: float) -> ProviderError:
     """No answer within the provider's timeout."""
     return ProviderError(
         f"{provider}: no answer from {base_url} within {timeout_s:g}s",
-        "retrying; raise timeout_s in the provider file if the model is slow",
+        "raise timeout_s in the provider file if the model is slow",
         retryable=True,
+        kind=TIMED_OUT,
     )
 
 
 def stream_cut(provider: str, detail: str = "") -> ProviderError:
-    """The streamed answer ended before the vendor said it was complete."""
+    """The server answered 200, then its answer ended before the vendor said it was complete."""
     suffix = f": {_one_line(detail)}" if detail else ""
     return ProviderError(
-        f"{provider}: the streamed answer was cut off{suffix}",
-        "retrying the whole turn",
+        f"{provider}: the server answered, then its streamed answer was cut off{suffix}",
+        "the connection dropped mid-answer: check the server's log (a single-slot server "
+        "such as llama.cpp cuts concurrent streams: set concurrency 1 in its provider file)",
         retryable=True,
+        kind=STREAM_CUT,
+    )
+
+
+def context_overflow(provider: str, why: str) -> ProviderError:
+    """The prompt is (probably) over the model's context window: retrying sends it again."""
+    return ProviderError(
+        f"{provider}: the prompt is probably over the model's context window: {why}",
+        "not retried; shorten the task or the conversation, or use a model with a larger "
+        "window (context_tokens in the provider file says what swarmdeck assumes)",
+        retryable=False,
+        kind=CONTEXT_OVERFLOW,
+    )
+
+
+def empty_answer(provider: str, prompt_tokens: int, context_tokens: int) -> ProviderError:
+    """A 200 whose stream held nothing at all. Servers (llama.cpp) answer a prompt over
+    their window so: near the window that is what it means, and a retry sends the same
+    prompt again. Elsewhere it is a stream cut short."""
+    if prompt_tokens >= NEAR_WINDOW * context_tokens:
+        return context_overflow(
+            provider,
+            f"the server sent an empty answer to a prompt of about {prompt_tokens} tokens "
+            f"(estimated) for a window of {context_tokens}",
+        )
+    return stream_cut(provider, "the answer was empty")
+
+
+def incompatible(provider: str, detail: str) -> ProviderError:
+    """An answer the adapter cannot read: an incompatible endpoint or a bug."""
+    return ProviderError(
+        f"{provider}: {_one_line(detail)}",
+        "an incompatible endpoint or a bug; not retried",
+        retryable=False,
+        kind=INCOMPATIBLE,
     )
 
 

@@ -10,7 +10,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -63,6 +63,11 @@ PARK_S = 0.1
 RECHECK_S = 0.05
 # A kept slot is reused only while its lease outlives one more call by this much.
 REUSE_MARGIN_S = 10.0
+# A caller held back by a cooldown at least this long is told (see slot's on_held).
+HELD_NOTICE_MIN_S = 0.5
+
+# Told how long a caller will wait for the provider's cooldown, once per call that waits.
+HeldCallback = Callable[[float], Awaitable[None]]
 
 metadata = MetaData()
 
@@ -123,6 +128,8 @@ class _Attempt:
     wait: float | None = None
     # No slot was free: the caller waits its turn among the pollers.
     contended: bool = False
+    # Seconds left of the provider's cooldown, when that is what holds the caller back.
+    cooling: float = 0.0
 
 
 def _outlives_a_call(lease: _Lease, config: ProviderConfig) -> bool:
@@ -149,13 +156,19 @@ class ProviderLimiter:
         self._gates: dict[tuple[str, int], asyncio.Semaphore] = {}
 
     @asynccontextmanager
-    async def slot(self, config: ProviderConfig) -> AsyncIterator[None]:
-        """Wait for the cooldown, an rpm token and a free slot; hold the slot for the block."""
+    async def slot(
+        self, config: ProviderConfig, on_held: HeldCallback | None = None
+    ) -> AsyncIterator[None]:
+        """Wait for the cooldown, an rpm token and a free slot; hold the slot for the block.
+
+        `on_held` hears how long the provider's cooldown (set by any caller) holds this one
+        back, once, when that is at least HELD_NOTICE_MIN_S.
+        """
         gate = self._gates.setdefault(
             (config.key, config.concurrency), asyncio.Semaphore(config.concurrency)
         )
         async with gate:
-            lease = await self._backend.acquire(config)
+            lease = await self._backend.acquire(config, _Held(on_held))
             try:
                 yield
             finally:
@@ -194,6 +207,24 @@ class ProviderLimiter:
             self._backend.close()
 
 
+@dataclass
+class _Held:
+    """Tells a caller, once, that a cooldown holds it back."""
+
+    callback: HeldCallback | None
+    told: bool = False
+
+    async def cooling(self, seconds: float) -> None:
+        """The provider cools down for `seconds` more before this caller may go."""
+        if self.callback is None or self.told or seconds < HELD_NOTICE_MIN_S:
+            return
+        self.told = True
+        try:
+            await self.callback(seconds)
+        except Exception as exc:  # telling must never stop the call
+            log.warning("limiter: could not report a cooldown wait: %s", exc)
+
+
 def _poll_delay(wait: float | None) -> float:
     """How long to sleep before trying again."""
     if wait is None or wait <= 0:
@@ -208,7 +239,7 @@ class _MemoryBackend:
     next_free: dict[str, float] = field(default_factory=dict)
     cooldown_until: dict[str, float] = field(default_factory=dict)
 
-    async def acquire(self, config: ProviderConfig) -> _Lease:
+    async def acquire(self, config: ProviderConfig, held: _Held) -> _Lease:
         """Wait out cooldown and rpm spacing."""
         pace = _Pace.of(config)
         while True:
@@ -219,6 +250,7 @@ class _MemoryBackend:
             if cooling <= 0 and pacing <= 0:
                 self.next_free[config.key] = max(next_free, now) + pace.interval
                 return _Lease(config.key, holder="local")
+            await held.cooling(cooling)
             await asyncio.sleep(_poll_delay(max(cooling, pacing)))
 
     async def release(self, lease: _Lease, config: ProviderConfig) -> None:
@@ -367,7 +399,7 @@ class _SqlBackend:
         """Run a blocking DB function off the event loop."""
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
-    async def acquire(self, config: ProviderConfig) -> _Lease:
+    async def acquire(self, config: ProviderConfig, held: _Held) -> _Lease:
         """A slot this process kept, if it may be reused; else poll until the cooldown is
         over, an rpm token is free and a slot is ours."""
         kept = await self._reuse(config)
@@ -391,6 +423,7 @@ class _SqlBackend:
             if attempt.lease is not None:
                 return attempt.lease
             fresh = fresh and not attempt.contended
+            await held.cooling(attempt.cooling)
             await asyncio.sleep(_poll_delay(attempt.wait))
 
     async def release(self, lease: _Lease, config: ProviderConfig) -> None:
@@ -543,7 +576,7 @@ class _SqlBackend:
         wait = max(float(cooling), float(spacing) if pace.interval else 0.0)
         if wait > 0 or not slot_taken:
             # Spacing that ran out between the two statements just means "try again now".
-            return _Attempt(wait=wait if wait > 0 else 0.001)
+            return _Attempt(wait=wait if wait > 0 else 0.001, cooling=max(0.0, float(cooling)))
         # Not cooling down, so every slot is taken: tell newcomers to queue.
         conn.execute(self._statements.contend, self._params(b_provider=config.key))
         conn.commit()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -13,19 +14,29 @@ import openai
 from swarmdeck.errors import ProviderError
 from swarmdeck.models import errors
 from swarmdeck.models.limiter import ProviderLimiter
-from swarmdeck.models.pricing import cost_usd
 from swarmdeck.models.registry import ProviderConfig
 from swarmdeck.models.retry import (
     CallbackError,
     KeyLoader,
     SharedHttpClient,
-    call_with_retry,
-    emit,
+    TurnCall,
+    complete_with_retry,
     http_timeout,
+    is_json_answer,
     load_key,
+    pooled_client_factory,
     scrub,
 )
-from swarmdeck.models.types import Completion, DeltaCallback, Message, ToolCall, ToolSpec, Usage
+from swarmdeck.models.types import (
+    ChunkCallback,
+    Completion,
+    DeltaCallback,
+    Message,
+    NoticeCallback,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
 
 FINISH_REASONS = {
     "tool_calls": "tool_calls",
@@ -50,7 +61,7 @@ class OpenAICompatModel:
         self.model_name = model_name
         self._key_loader = key_loader
         self._limiter = limiter
-        self._http = SharedHttpClient(http_client, openai.DefaultAsyncHttpxClient)
+        self._http = SharedHttpClient(http_client, pooled_client_factory(openai))
 
     async def complete(
         self,
@@ -58,14 +69,15 @@ class OpenAICompatModel:
         tools: list[ToolSpec],
         *,
         on_delta: DeltaCallback | None = None,
+        on_chunk: ChunkCallback | None = None,
+        on_notice: NoticeCallback | None = None,
     ) -> Completion:
         """Send the conversation, return the model's turn. Raises ProviderError."""
         request = self.request_body(messages, tools)
-        completion = await call_with_retry(
-            self.config, self._limiter, lambda: self._attempt(request, on_delta)
+        turn = TurnCall(messages, tools, on_delta, on_chunk, on_notice)
+        return await complete_with_retry(
+            self.config, self.model_name, self._limiter, lambda: self._attempt(request, turn), turn
         )
-        completion.cost_usd = cost_usd(self.config.key, self.model_name, completion.usage)
-        return completion
 
     async def aclose(self) -> None:
         """Close the adapter's own connection pool."""
@@ -102,7 +114,7 @@ class OpenAICompatModel:
                 body["tool_choice"] = "auto"
         return body
 
-    async def _attempt(self, request: dict[str, Any], on_delta: DeltaCallback | None) -> Completion:
+    async def _attempt(self, request: dict[str, Any], turn: TurnCall) -> Completion:
         """One HTTP call; every failure leaves as a ProviderError without the SDK's traceback."""
         key = await load_key(self.config, self._key_loader)
         client: openai.AsyncOpenAI | None = openai.AsyncOpenAI(
@@ -113,14 +125,20 @@ class OpenAICompatModel:
             http_client=self._http.get(),
         )
         failure: BaseException
+        answered = False
         try:
             stream = await _post_chat(client, request)
+            answered = True
             async with stream:
-                return await _read_stream(stream, on_delta, self.config, self.model_name)
+                if is_json_answer(stream.response):
+                    # A server that ignores `stream: true` sent the whole completion.
+                    body = json.loads(await stream.response.aread())
+                    return await _read_body(body, turn, self.config, self.model_name)
+                return await _read_stream(stream, turn, self.config, self.model_name)
         except CallbackError as exc:
             failure = exc.original
         except Exception as exc:
-            failure = self._translate(exc)
+            failure = self._translate(exc, answered)
         finally:
             # Tracebacks keep frames alive; this one must not keep the keyed client.
             client = None
@@ -130,8 +148,9 @@ class OpenAICompatModel:
         # Raised here, outside the except block, so no SDK exception rides along as context.
         raise failure
 
-    def _translate(self, exc: Exception) -> ProviderError:
-        """An SDK or transport exception as a classified ProviderError."""
+    def _translate(self, exc: Exception, answered: bool) -> ProviderError:
+        """An SDK or transport exception as a classified ProviderError; `answered` when the
+        server had sent its 200 (a connection lost after it is a cut stream)."""
         config = self.config
         if isinstance(exc, ProviderError):
             return exc
@@ -139,8 +158,12 @@ class OpenAICompatModel:
             return errors.classify(
                 exc.status_code, exc.body, exc.response.headers, provider=config.key
             )
-        if isinstance(exc, openai.APITimeoutError):
+        # A connection that never opened is no slow model (the aiohttp transport reports
+        # a refused connection as a connect timeout): it is unreachable.
+        if isinstance(exc, openai.APITimeoutError) and not errors.never_connected(exc):
             return errors.timed_out(config.key, config.base_url, config.timeout_s)
+        if isinstance(exc, openai.APIConnectionError) and answered:
+            return errors.stream_cut(config.key, _cause_text(exc))
         if isinstance(exc, openai.APIConnectionError):
             return errors.unreachable(config.key, config.base_url, _cause_text(exc))
         if isinstance(exc, openai.APIError):
@@ -149,11 +172,9 @@ class OpenAICompatModel:
             return errors.classify(None, body, None, provider=config.key)
         if isinstance(exc, httpx2.TransportError | httpx2.StreamError):
             return errors.stream_cut(config.key, f"{type(exc).__name__}: {exc}")
-        return ProviderError(
-            f"{config.key}: unexpected {type(exc).__name__}: {errors.redact(str(exc))}",
-            "an incompatible endpoint or a bug; not retried",
-            retryable=False,
-        )
+        if isinstance(exc, ValueError) and answered:
+            return errors.incompatible(config.key, f"the answer is not valid JSON: {exc}")
+        return errors.incompatible(config.key, f"unexpected {type(exc).__name__}: {exc}")
 
 
 async def _post_chat(
@@ -279,21 +300,59 @@ class _Assembly:
 
 
 async def _read_stream(
-    stream: Any, on_delta: DeltaCallback | None, config: ProviderConfig, model_name: str
+    stream: Any, turn: TurnCall, config: ProviderConfig, model_name: str
 ) -> Completion:
     """Consume the chunk stream into a Completion; a stream without a finish reason was cut."""
     acc = _Assembly()
+    chunks = 0
     async for chunk in stream:
+        chunks += 1
+        await turn.chunk()
         acc.model = acc.model or (_get(chunk, "model") or "")
         usage = _get(chunk, "usage")
         for choice in _get(chunk, "choices") or ():
             # Kimi reports usage inside the choice instead of the chunk.
             usage = usage or _get(choice, "usage")
-            await _add_choice(acc, choice, on_delta)
+            await _add_choice(acc, choice, turn)
         if usage:
             acc.usage = map_usage(usage)
+    if chunks == 0:
+        raise turn.empty_answer(config)
     if acc.finish is None:
         raise errors.stream_cut(config.key, "no finish_reason before the stream ended")
+    return _completion(acc, model_name)
+
+
+async def _read_body(
+    body: Any, turn: TurnCall, config: ProviderConfig, model_name: str
+) -> Completion:
+    """A whole chat.completion body (from a server that does not stream) as a Completion."""
+    choices = _get(body, "choices") or ()
+    if not isinstance(body, Mapping) or not choices:
+        raise errors.incompatible(config.key, "the answer is JSON but not a chat completion")
+    await turn.chunk()
+    acc = _Assembly(model=_get(body, "model") or "")
+    choice = choices[0]
+    message = _get(choice, "message") or {}
+    thought = _get(message, "reasoning_content") or _get(message, "reasoning")
+    if isinstance(thought, str) and thought:
+        acc.reasoning.append(thought)
+    text = _get(message, "content")
+    if isinstance(text, str) and text:
+        acc.text.append(text)
+        await turn.delta(text)
+    for index, call in enumerate(_get(message, "tool_calls") or ()):
+        acc.add_call_delta({**call, "index": index})
+    acc.finish = _get(choice, "finish_reason") or "stop"
+    usage = _get(body, "usage") or _get(choice, "usage")
+    if usage:
+        acc.usage = map_usage(usage)
+    return _completion(acc, model_name)
+
+
+def _completion(acc: _Assembly, model_name: str) -> Completion:
+    """What an assembled answer says, as a Completion."""
+    assert acc.finish is not None
     calls = acc.tool_calls()
     return Completion(
         text="".join(acc.text),
@@ -305,7 +364,7 @@ async def _read_stream(
     )
 
 
-async def _add_choice(acc: _Assembly, choice: Any, on_delta: DeltaCallback | None) -> None:
+async def _add_choice(acc: _Assembly, choice: Any, turn: TurnCall) -> None:
     """Fold one choice delta into the assembly; text goes to the callback as it arrives."""
     delta = _get(choice, "delta")
     if delta is not None:
@@ -316,7 +375,7 @@ async def _add_choice(acc: _Assembly, choice: Any, on_delta: DeltaCallback | Non
         text = _get(delta, "content")
         if text:
             acc.text.append(text)
-            await emit(on_delta, text)
+            await turn.delta(text)
         for call_delta in _get(delta, "tool_calls") or ():
             acc.add_call_delta(call_delta)
     finish = _get(choice, "finish_reason")

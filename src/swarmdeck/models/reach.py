@@ -1,8 +1,10 @@
-"""A fast pre-flight check that a provider's endpoint answers at all."""
+"""Fast checks that a provider's endpoint answers at all: a pre-flight before a run, and
+a probe for `status`."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 from urllib.parse import urlparse
 
 from swarmdeck.errors import ProviderError
@@ -24,3 +26,33 @@ async def check_reachable(base_url: str, provider: str, timeout_s: float = 3.0) 
         ) from exc
     writer.close()
     await writer.wait_closed()
+
+
+PROBE_TIMEOUT_S = 2.0
+
+
+async def probe(base_url: str, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
+    """None when an HTTP server answers at the endpoint (any status: it answers), else why
+    not, in a few words. Asks for the model list, which OpenAI-compatible servers serve
+    without a key."""
+    import httpx2
+
+    try:
+        async with httpx2.AsyncClient(timeout=timeout_s) as client:
+            await client.get(f"{base_url.rstrip('/')}/models")
+    except httpx2.TimeoutException:
+        return f"no answer within {timeout_s:g}s"
+    except httpx2.HTTPError as exc:
+        return _reason(exc)
+    return None
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost cause's message (\"Connection refused\", ...)."""
+    while exc.__cause__ is not None or exc.__context__ is not None:
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    number = getattr(exc, "errno", None)
+    if isinstance(number, int):
+        return os.strerror(number).lower()
+    text = str(exc) or type(exc).__name__
+    return " ".join(text.split())[:120]

@@ -42,13 +42,20 @@ class ToolSpec:
 
 @dataclass
 class Usage:
-    """Token counts for one provider call."""
+    """Token counts for one provider call; `estimated` when the provider reported none and
+    they were estimated (models/estimate.py)."""
 
     input: int = 0
     output: int = 0
     reasoning: int = 0
     cache_read: int = 0
     cache_write: int = 0
+    estimated: bool = False
+
+    @property
+    def reported(self) -> bool:
+        """True when the counts say anything (a real call reads at least one token)."""
+        return bool(self.input or self.output or self.cache_read or self.cache_write)
 
     def add(self, other: Usage) -> None:
         """Accumulate another call's counts into this one."""
@@ -57,6 +64,7 @@ class Usage:
         self.reasoning += other.reasoning
         self.cache_read += other.cache_read
         self.cache_write += other.cache_write
+        self.estimated = self.estimated or other.estimated
 
     def as_dict(self) -> dict[str, int]:
         """The counts as the plain dict the contract prints."""
@@ -82,8 +90,46 @@ class Completion:
     cost_usd: float | None = None
 
 
+@dataclass(frozen=True)
+class Notice:
+    """A wait the model layer takes on its own (a retry's backoff, a shared cooldown), for
+    the caller to show: what happened, why, and for how long."""
+
+    what: str  # "retry" (private backoff), "cooldown" (set for everyone), "held" (by another's)
+    reason: str
+    wait_s: float
+    attempt: int = 0
+    max_attempts: int = 0
+
+    def one_line(self) -> str:
+        """The notice as a line for humans."""
+        tries = f" (attempt {self.attempt + 1} of {self.max_attempts})" if self.attempt else ""
+        label = {
+            "retry": "retrying in",
+            "cooldown": "cooling down for",
+            "held": "held back by the provider's cooldown for",
+        }.get(self.what, "waiting")
+        return f"{label} {self.wait_s:.1f}s{tries}: {self.reason}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The notice as the plain dict a transcript entry stores."""
+        return {
+            "what": self.what,
+            "reason": self.reason,
+            "wait_s": round(self.wait_s, 3),
+            "attempt": self.attempt,
+            "max_attempts": self.max_attempts,
+            "text": self.one_line(),
+        }
+
+
 # Streamed text goes to a callback so the runtime can emit progress events.
 DeltaCallback = Callable[[str], Awaitable[None] | None]
+# Called for every streamed chunk of any kind (text, reasoning, tool arguments): the
+# answer is still coming.
+ChunkCallback = Callable[[], Awaitable[None] | None]
+# Called when the model layer is about to wait (retry, cooldown).
+NoticeCallback = Callable[[Notice], Awaitable[None] | None]
 
 
 class ChatModel(Protocol):
@@ -95,6 +141,8 @@ class ChatModel(Protocol):
         tools: list[ToolSpec],
         *,
         on_delta: DeltaCallback | None = None,
+        on_chunk: ChunkCallback | None = None,
+        on_notice: NoticeCallback | None = None,
     ) -> Completion:
         """Send the conversation, return the model's turn. Raises ProviderError."""
         ...

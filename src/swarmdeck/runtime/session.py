@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from swarmdeck.catalog import fence
+from swarmdeck.catalog.fence import Fenced
 from swarmdeck.runtime import steps, tree
 from swarmdeck.runtime.control import ControlTools
 from swarmdeck.runtime.durable import Durable
@@ -24,24 +26,38 @@ BATCH_MAX_SECONDS = 2.0
 TURN_INBOX_KINDS = ["user", "child_update"]
 # The session option naming a kind of session that a registered driver runs (Services).
 KIND_OPTION = "kind"
+# What an execution that was taken over returns (the session itself runs on elsewhere).
+SUPERSEDED = "superseded"
+# The notice a session that waits between turns leaves when a wake-up used max_turns.
+CAP_NOTICE = "turn_cap"
 
 
 async def run_session(session_id: str, generation: int, d: Durable) -> dict[str, Any]:
     """Drive one generation of a session to its end; returns {status, reason}."""
-    info = await steps.start_generation(session_id, generation)
+    info, epoch = await steps.begin_execution(session_id, generation)
+    # This execution's writes to the session land only while its epoch holds (fence.py).
+    fence.enter(session_id, epoch)
     if info["terminal"]:
         return {"status": info["status"], "reason": "already finished"}
     kind = info["options"].get(KIND_OPTION)
-    if kind:
-        return await _run_kind(kind, session_id, generation, d, info)
-    loop = SessionLoop(d, session_id, info)
+    loop = None if kind else SessionLoop(d, session_id, info)
     try:
-        return await loop.run()
-    except Exception as exc:
-        # A bug or an unexpected failure in a step: end the session where everyone can
-        # see it (and tell its parent) instead of leaving it `running` with no workflow.
-        # (Cancellation is not an Exception: it passes through.)
-        return await loop.end("failed", steps.describe_error(exc), "internal_error")
+        if loop is None:
+            # A driver of its own (a swarm's coordinator): it ends its session itself.
+            return await _run_kind(kind, session_id, generation, d, info)
+        try:
+            return await loop.run()
+        except Fenced:
+            raise
+        except Exception as exc:
+            # A bug or an unexpected failure in a step: end the session where everyone can
+            # see it (and tell its parent) instead of leaving it `running` with no workflow.
+            # (Cancellation is not an Exception: it passes through.)
+            return await loop.fail(exc)
+    except Fenced:
+        # Taken over by another worker while this one was paused: it runs the session
+        # now. Stop here, quietly: no end, no error, nothing written.
+        return {"status": SUPERSEDED, "reason": "taken over by another worker"}
 
 
 async def _run_kind(
@@ -76,6 +92,9 @@ class SessionLoop:
         self.resume_resting: bool = info["resting"]
         self.has_parent: bool = info.get("parent_id") is not None
         self.max_turns = int(self.options.get("max_turns", DEFAULT_MAX_TURNS))
+        # Where the current wake-up began: a session that waits between turns has
+        # max_turns per wake-up (per message or tick); a one-shot one over its life.
+        self.wake_turn = self.turn
         self.one_shot = bool(self.options.get("one_shot", True))
         self.cron: dict[str, Any] | None = self.options.get("cron")
         self.iterations = 0
@@ -91,12 +110,26 @@ class SessionLoop:
 
     async def run(self) -> dict[str, Any]:
         """Turns until the model is done, a limit is hit, or the generation rolls over."""
-        if self.resume_resting and self.waits_between_turns and not await self.idle():
+        if self.resume_resting and self.waits_between_turns:
             # A rolled-over generation: the model had ended its turn, so there is nothing
             # to answer yet; asking it again would cost a turn and skip the cron's schedule.
-            return await self.roll_over()
+            if not await self.idle():
+                return await self.roll_over()
+            self.wake_turn = self.turn
+        elif self.resume_resting:
+            # A one-shot session resumed after its end could not be recorded: the model
+            # had finished, so it ends now, without being asked again.
+            self.last_text = await self.d.step("last_text", steps.last_model_text, self.sid)
+            return await self.end("completed", None, "model_done")
         while True:
-            ended = await self.check_limits()
+            if self.turn_cap_reached():
+                if not self.waits_between_turns:
+                    return await self.end("completed", None, "step_cap")
+                rolled = await self.rest_after_cap()
+                if rolled:
+                    return rolled
+                continue
+            ended = await self.check_budget()
             if ended:
                 return ended
             # Turns and tool calls journal themselves in the catalog (see steps.llm_turn).
@@ -122,13 +155,38 @@ class SessionLoop:
                 if await steps.mail_waiting(self.sid, self.turn, self.generation, ["user"]):
                     continue  # a message arrived while the model finished: the turn takes it
                 return await self.end("completed", None, "model_done")
-            if self.iterations >= self.rollover or not await self.idle():
-                return await self.roll_over()
+            rolled = await self.rest()
+            if rolled:
+                return rolled
 
-    async def check_limits(self) -> dict[str, Any] | None:
-        """The step cap and the budgets, checked at every turn boundary."""
-        if self.turn >= self.max_turns:
-            return await self.end("completed", None, "step_cap")
+    def turn_cap_reached(self) -> bool:
+        """max_turns: over a one-shot session's life, per wake-up for one that waits
+        between turns (whose lifetime limits are the budgets')."""
+        start = self.wake_turn if self.waits_between_turns else 0
+        return self.turn - start >= self.max_turns
+
+    async def rest(self) -> dict[str, Any] | None:
+        """Between wake-ups: roll over when due (returning how), else idle until the next."""
+        if self.iterations >= self.rollover or not await self.idle():
+            # Due, or quiet cron ticks used up the generation while it idled.
+            return await self.roll_over()
+        self.wake_turn = self.turn
+        return None
+
+    async def rest_after_cap(self) -> dict[str, Any] | None:
+        """This wake-up used its turns: say so in the transcript, then rest as if the model
+        had ended its turn (the session lives on, for the next message or tick)."""
+        text = (
+            f"stopped after {self.max_turns} turns in this wake-up (max_turns); "
+            "waiting for the next message"
+        )
+        payload = {"what": CAP_NOTICE, "reason": text, "wait_s": 0, "text": text}
+        key = f"cap:g{self.generation}:t{self.turn}"
+        await self.d.step("cap", steps.append_event, self.sid, key, "notice", payload)
+        return await self.rest()
+
+    async def check_budget(self) -> dict[str, Any] | None:
+        """The budgets, checked at every turn boundary."""
         if self.budgeted:
             exceeded = await self.d.step("budget", steps.check_budget, self.sid)
             if exceeded:
@@ -251,3 +309,20 @@ class SessionLoop:
         ending = steps.Ending(status, self.last_text, error, reason, self.generation)
         await steps.end_session(self.sid, self.has_parent, ending)
         return {"status": status, "reason": reason}
+
+    async def fail(self, exc: Exception) -> dict[str, Any]:
+        """End the session `failed` after an unexpected error, whatever it was.
+
+        When recording the end fails too (the store refused the final text, say), the end
+        is recorded without the text: a session must never be left `running` with no
+        workflow. `sessions resume` then runs it again.
+        """
+        error = steps.describe_error(exc)
+        try:
+            return await self.end("failed", error, "internal_error")
+        except Fenced:
+            raise  # another execution owns the session: it records the end
+        except Exception as again:
+            self.last_text = ""
+            why = f"{error}; recorded without its final text: {steps.describe_error(again)}"
+            return await self.end("failed", why, "internal_error")

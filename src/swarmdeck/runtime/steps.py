@@ -13,19 +13,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from swarmdeck.catalog import fence
 from swarmdeck.catalog.catalog import WriteWouldWait
 from swarmdeck.catalog.records import EventRecord, SessionRecord
 from swarmdeck.errors import ProviderError, SwarmdeckError
+from swarmdeck.models.errors import CONTEXT_OVERFLOW
 from swarmdeck.models.types import Message
 from swarmdeck.plugins.aliases import resolve_tools
 from swarmdeck.plugins.definitions import SkillDef
+from swarmdeck.runtime.context import fit_context
 from swarmdeck.runtime.crashpoints import crash_point
 from swarmdeck.runtime.journal import Journal
 from swarmdeck.runtime.mgmt_ops import RuntimeMgmtOps
 from swarmdeck.runtime.origin import CRON
-from swarmdeck.runtime.prompts import system_prompt
+from swarmdeck.runtime.prompts import skill_index, system_prompt
 from swarmdeck.runtime.services import services
+from swarmdeck.runtime.tool_output import shrink
 from swarmdeck.runtime.tree import drain_inbox, model_resting, parent_notice, ring
+from swarmdeck.runtime.turn_watch import TurnWatch
 from swarmdeck.tools.base import READ_ONLY_MODES, Effect, Tool, ToolContext, ToolOutcome
 from swarmdeck.tools.builtins.skills import LOAD_SKILL
 from swarmdeck.workspace.gitdirs import git_dirs_outside
@@ -105,25 +110,34 @@ BUDGET_KEYS = ("max_tokens", "max_cost", "max_turns_total")
 
 async def start_generation(session_id: str, generation: int) -> dict[str, Any]:
     """What the loop needs to run this generation of the session (see load_session)."""
+    return (await begin_execution(session_id, generation))[0]
+
+
+async def begin_execution(session_id: str, generation: int) -> tuple[dict[str, Any], int]:
+    """Start an execution of the generation's workflow: what the loop needs, and the epoch
+    this execution writes under (see catalog/fence.py)."""
     return await asyncio.to_thread(load_session, session_id, generation)
 
 
-def load_session(session_id: str, generation: int) -> dict[str, Any]:
-    """The parts of the session record the loop needs; marks it running and takes in the
-    messages that arrived while no worker ran it.
+def load_session(session_id: str, generation: int) -> tuple[dict[str, Any], int]:
+    """The parts of the session record the loop needs, and this execution's epoch; marks
+    the session running and takes in the messages that arrived while no worker ran it.
 
     Journaled like a turn: the first run stores what it found as the generation's start,
     and a rerun after a crash returns that, so the loop takes the same path as before even
-    though the session (its cron, its turns) has moved on since.
+    though the session (its cron, its turns) has moved on since. Every run claims the
+    session under a new epoch before it writes anything, which fences off the one before.
     """
     svc = services()
+    executor = svc.executor_id()
     stored = svc.catalog.generation_start(session_id, generation)
     if stored is not None:
-        return stored
-    record, turns_done = svc.catalog.open_run(session_id)
+        return stored, svc.catalog.claim_run(session_id, executor)
+    record, turns_done = svc.catalog.open_run(session_id, executor)
+    fence.enter(session_id, record.epoch)
     if record.terminal or record.generation != generation:
         # Ended, or superseded by a newer generation before this one ever ran.
-        return {"terminal": True, "status": record.status}
+        return {"terminal": True, "status": record.status}, record.epoch
     taken = drain_inbox(session_id, f"g{generation}:start", None, record=True)
     chain = _with_ancestors(record)
     journal = svc.journal(session_id)
@@ -149,7 +163,7 @@ def load_session(session_id: str, generation: int) -> dict[str, Any]:
             record.options.get("rollover_iterations", svc.settings.rollover_iterations)
         ),
     }
-    return svc.catalog.keep_generation_start(session_id, generation, info)
+    return svc.catalog.keep_generation_start(session_id, generation, info), record.epoch
 
 
 def _with_ancestors(record: SessionRecord) -> list[SessionRecord]:
@@ -178,7 +192,8 @@ def check_budget(session_id: str) -> str | None:
             continue
         used = catalog.usage_totals([sid, *catalog.descendant_ids(sid)])
         spent = {
-            "max_tokens": used.input + used.output,
+            # A token read from a prompt cache is still a token of the prompt.
+            "max_tokens": used.input + used.cache_read + used.cache_write + used.output,
             "max_cost": used.cost_usd or 0.0,
             "max_turns_total": used.turns,
         }
@@ -218,13 +233,23 @@ def _look_up_turn(session_id: str, turn: int, generation: int, inbox: list[str])
     svc = services()
     journal = svc.journal(session_id)
     mail = journal.refresh_with_mail(svc.catalog, inbox, f"turn:{turn}")
-    stored = journal.get(f"turn:{turn}") or journal.get(f"turn:{turn}:error")
+    stored = journal.get(f"turn:{turn}") or journal.get(error_key(turn, generation))
     if stored is not None:
         return {"stored": _turn_reply(stored)}
     ended = journal.get(f"end:g{generation}")
     if ended is not None:
         return {"ended": ended.payload}
     return {"mail": mail}
+
+
+def error_key(turn: int, generation: int) -> str:
+    """The key of the provider error that ended turn `turn` in one generation.
+
+    Per generation: the error is the turn's answer for a rerun of the same generation
+    after a crash (it ended the session), but a resume is a new generation, which asks the
+    model again. The error stays in the transcript either way.
+    """
+    return f"turn:{turn}:error:g{generation}"
 
 
 def _take_mail(session_id: str, turn: int, inbox: list[str]) -> None:
@@ -240,11 +265,13 @@ def _prompt(session_id: str, turn: int) -> dict[str, Any]:
     svc = services()
     record = svc.session_identity(session_id)
     journal = svc.journal(session_id)
-    prompt = system_prompt(record.workdir, record.system_message, visible_skills(record))
+    index = visible_skills(record)
+    prompt = system_prompt(record.workdir, record.system_message, index)
     skills = session_skills(record, journal.skills_before(turn))
     return {
         "record": record,
-        "messages": [Message("system", prompt), *journal.messages],
+        "system": Message("system", prompt),
+        "skills_index": skill_index(index),
         "specs": [t.spec() for t in offered_tools(record, skills)],
         "origin": journal.next_origin(
             has_parent=record.parent_id is not None, system=record.system
@@ -289,30 +316,40 @@ def _store_turn(
     record: SessionRecord,
     completion: Any,
     origin: str,
+    fitted: dict[str, Any],
     wait: bool = True,
 ) -> dict[str, Any]:
     """Store the model's message and usage in one transaction; returns what the loop needs.
 
+    The turn's usage row also counts the summaries made to fit its prompt (fitted's
+    `spent`); the message keeps the model's own counts and what the prompt measured.
     When another process stored this turn first (a worker presumed dead that was not),
     its turn is the one that counts.
     """
     svc = services()
     calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in completion.tool_calls]
     config, model_name = svc.provider_for(record.model)
+    spent = fitted["spent"]
+    counts = completion.usage.as_dict()
+    cost = completion.cost_usd
+    if spent["cost_usd"] is not None:
+        cost = (cost or 0.0) + spent["cost_usd"]
     usage_row = {
         "turn": turn,
         "provider": config.key,
         "model": model_name,
-        "cost_usd": completion.cost_usd,
-        **completion.usage.as_dict(),
+        "cost_usd": cost,
+        "estimated": completion.usage.estimated or spent["estimated"],
+        **{name: value + spent["usage"].get(name, 0) for name, value in counts.items()},
     }
     key = f"turn:{turn}"
     payload = {
         "text": completion.text,
         "tool_calls": calls,
         "reasoning": completion.reasoning,
-        "usage": completion.usage.as_dict(),
+        "usage": {**counts, "estimated": completion.usage.estimated},
         "origin": origin,
+        "context": fitted["context"],
     }
     if not svc.catalog.append_event(session_id, key, "assistant", payload, usage_row, wait=wait):
         return _turn_reply(_stored(session_id, key))
@@ -343,21 +380,47 @@ async def llm_turn(session_id: str, turn: int, generation: int, inbox: list[str]
         await asyncio.to_thread(_take_mail, session_id, turn, inbox)
     prep = await _read(_prompt, session_id, turn)
     record = prep["record"]
+    fitted = await fit_context(session_id, turn, prep)
+    assert fitted is not None
+    watch = TurnWatch(session_id, turn, generation)
     crash_point("llm.before")
     try:
-        completion = await svc.model(record.model).complete(prep["messages"], prep["specs"])
+        completion, fitted = await _complete(session_id, turn, prep, fitted, watch)
     except ProviderError as exc:
         message = exc.one_line()
         await asyncio.to_thread(
             svc.catalog.append_event,
             session_id,
-            f"turn:{turn}:error",
+            error_key(turn, generation),
             "error",
-            {"message": message},
+            {"message": message, "kind": exc.kind},
         )
         return {"error": message, "retryable": exc.retryable}
     crash_point("llm.after")
-    return await _write(_store_turn, session_id, turn, record, completion, prep["origin"])
+    return await _write(_store_turn, session_id, turn, record, completion, prep["origin"], fitted)
+
+
+async def _complete(
+    session_id: str, turn: int, prep: dict[str, Any], fitted: dict[str, Any], watch: TurnWatch
+) -> tuple[Any, dict[str, Any]]:
+    """The model's answer to the fitted prompt, and the prompt it answered. A provider that
+    says the prompt is over its window gets one compaction, then one more try."""
+    model = services().model(prep["record"].model)
+    try:
+        completion = await model.complete(
+            fitted["messages"], prep["specs"], on_chunk=watch.chunk, on_notice=watch.notice
+        )
+        return completion, fitted
+    except ProviderError as exc:
+        if exc.kind != CONTEXT_OVERFLOW:
+            raise
+        refitted = await fit_context(session_id, turn, prep, overflow=True)
+        if refitted is None:
+            raise
+    completion = await model.complete(
+        refitted["messages"], prep["specs"], on_chunk=watch.chunk, on_notice=watch.notice
+    )
+    return completion, refitted
 
 
 async def mail_waiting(session_id: str, turn: int, generation: int, inbox: list[str]) -> bool:
@@ -454,6 +517,7 @@ async def tool_call(session_id: str, turn: int, call: dict[str, Any]) -> dict[st
             # model sees and can act on; it must not take the whole session down.
             outcome = ToolOutcome(f"error: {describe_error(exc)}", is_error=True)
         crash_point("tool.after")
+    outcome = await asyncio.to_thread(shrink, session_id, turn, call["id"], outcome)
     return await _write(_store_call, session_id, turn, call, outcome)
 
 
@@ -610,8 +674,23 @@ def set_status(session_id: str, status: str) -> None:
     services().catalog.set_status(session_id, status)
 
 
+def last_model_text(session_id: str) -> str:
+    """The text of the session's last stored model turn ("" when there is none)."""
+    event = services().catalog.last_event(session_id, ["assistant"])
+    return event.payload["text"] if event is not None else ""
+
+
+DESCRIBE_MAX = 500
+
+
 def describe_error(exc: BaseException) -> str:
-    """One line for an unexpected failure inside a step."""
+    """One line for an unexpected failure inside a step. For a database error, the
+    driver's own first line: not the statement, nor its parameters (the very text that
+    may have failed to be stored)."""
     if isinstance(exc, SwarmdeckError):
         return exc.one_line()
-    return f"{type(exc).__name__}: {exc}"
+    cause = getattr(exc, "orig", None)
+    lines = str(cause if cause is not None else exc).strip().splitlines()
+    first = " ".join(lines[0].split()) if lines else ""
+    text = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    return text if len(text) <= DESCRIBE_MAX else text[: DESCRIBE_MAX - 1] + "…"

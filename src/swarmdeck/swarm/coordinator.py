@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from swarmdeck.catalog.fence import Fenced
 from swarmdeck.runtime import steps, tree
 from swarmdeck.runtime.crashpoints import crash_point
 from swarmdeck.runtime.durable import Durable
@@ -364,6 +365,8 @@ async def run_swarm(d: Durable, session_id: str, info: dict[str, Any]) -> dict[s
     coordinator = Coordinator(d, session_id, info)
     try:
         return await coordinator.run()
+    except Fenced:
+        raise  # another execution owns the swarm now: it records the end (run_session)
     except Exception as exc:
         # A bug, or a step that failed for good: end where everyone can see it, never
         # leave the swarm `running` with no workflow behind it.

@@ -11,10 +11,11 @@ from typing import Any
 
 import yaml
 
+from swarmdeck.catalog.ids import new_session_id
 from swarmdeck.dispatch.guards import check_task_text
 from swarmdeck.errors import ConfigError, SwarmdeckError, UsageError
 from swarmdeck.models.available import normalize
-from swarmdeck.runtime.host import SessionRequest, new_session_id
+from swarmdeck.runtime.host import SessionRequest
 from swarmdeck.runtime.services import Services
 from swarmdeck.runtime.session import KIND_OPTION
 from swarmdeck.swarm.coordinator import run_swarm

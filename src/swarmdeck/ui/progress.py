@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import time
 
 from rich.console import Console
 from rich.markup import escape
@@ -10,6 +12,11 @@ from rich.markup import escape
 from swarmdeck.catalog.records import EventRecord
 
 MAX_PREVIEW = 160
+
+
+def clock(ts: float | None = None) -> str:
+    """A time of day as progress lines carry it (HH:MM:SS, local time)."""
+    return dt.datetime.fromtimestamp(time.time() if ts is None else ts).strftime("%H:%M:%S")
 
 
 def _preview(text: str, limit: int = MAX_PREVIEW) -> str:
@@ -26,19 +33,41 @@ def _call_preview(name: str, arguments: str) -> str:
     return f"{name}({shown})"
 
 
+def describe_compaction(p: dict[str, object]) -> str:
+    """A compaction as a line for humans: how many messages, summarized or dropped, why."""
+    how = "summarized" if p.get("summarized") else "dropped (no summary)"
+    why = " after a context-length error" if p.get("overflow") else " to fit the window"
+    error = f": {p['error']}" if p.get("error") else ""
+    return f"{p.get('messages', 0)} earlier messages {how}{why}{error}"
+
+
 class ProgressPrinter:
-    """Prints one line per transcript event."""
+    """Prints one line per transcript event, each with the time it happened."""
 
     def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console(stderr=True, highlight=False)
+        # Soft wrap: a line stays one line (grep-able); the terminal wraps it for the eye.
+        self.console = console or Console(stderr=True, highlight=False, soft_wrap=True)
 
     def __call__(self, ev: EventRecord) -> None:
         line = self.render(ev)
         if line:
             self.console.print(line)
 
+    def note(self, text: str) -> None:
+        """A line of the caller's own (not an event), timed like the rest."""
+        self.console.print(f"[dim]{clock()}[/] {escape(text)}")
+
     def render(self, ev: EventRecord) -> str | None:
-        """The markup line for one event, or None for events a human need not see."""
+        """The markup lines for one event, each after its time; None for events a human
+        need not see."""
+        body = self.render_body(ev)
+        if body is None:
+            return None
+        stamp = f"[dim]{clock(ev.ts)}[/] "
+        return "\n".join(stamp + line for line in body.split("\n"))
+
+    def render_body(self, ev: EventRecord) -> str | None:
+        """The markup line(s) for one event, untimed."""
         p = ev.payload
         if ev.kind == "task":
             return f"[bold]task[/]  {escape(_preview(p['text']))}"
@@ -64,6 +93,10 @@ class ProgressPrinter:
             return _swarm_line(p)
         if ev.kind == "error":
             return f"[red]error[/] {escape(p['message'])}"
+        if ev.kind == "compaction":
+            return f"[blue]context[/] {escape(describe_compaction(p))}"
+        if ev.kind == "notice":
+            return f"[yellow]wait[/]  {escape(_preview(p.get('text') or p.get('reason', ''), 300))}"
         if ev.kind == "status":
             return f"[bold]{escape(p['status'])}[/]" + (
                 f" [red]{escape(p['error'])}[/]" if p.get("error") else ""
