@@ -152,3 +152,37 @@ def test_a_swarm_survives_sigkill_in_every_phase(
     # The plan was asked again only because the first answer died unstored; nothing else.
     ledger.check()
     assert script.asked_turns[("KILLSWARM", 0)] == 2
+
+
+def test_a_worker_takes_over_a_killed_swarm_and_drives_its_coordinator(
+    store: Store, sd_home: Path, workdir: Path, fake_llm
+) -> None:
+    """The fleet: `swarmdeck swarm` dies while its members work; a worker takes over the
+    dead process's sessions, the coordinator's among them, and runs the swarm to its end
+    (its driver is registered in the worker: the coordinator does not fail as an unknown
+    kind, nor run as a plain agent)."""
+    write_provider(sd_home, "fake", fake_llm.openai_base_url, concurrency=8)
+    catalog = open_catalog()
+    script = _script()
+    fake_llm.set_script(script)
+    ledger = TurnLedger(script, catalog)
+    expect_killed(
+        popen_cli(
+            sd_home, "swarm", "KILLSWARM: look around", "-C", str(workdir), "-m", "fake", "-q",
+            SWARMDECK_CRASH_AT="swarm.member_done:1",
+        ),
+        timeout=90,
+    )  # fmt: skip
+    ledger.killed()
+    [coordinator] = [s.id for s in catalog.list_sessions(limit=10) if s.parent_id is None]
+    assert "swarm:result" not in journal(catalog, coordinator)
+    res = run_cli(sd_home, "worker", "--once", "--max-seconds", "90", timeout=150)
+    assert res.code == 0, res.stderr[-3000:]
+    assert "took over the sessions of" in res.stderr
+    record = catalog.get_session(coordinator)
+    assert (record.status, record.final_text) == ("completed", "MERGED AFTER KILLS")
+    doc = build_report(catalog, coordinator)
+    assert doc["verdict"] == "completed"
+    assert [m["attempts"] for m in doc["members"]] == [1, 1, 1]
+    assert len(catalog.list_sessions(limit=100)) == 4  # no member spawned twice
+    ledger.check()
