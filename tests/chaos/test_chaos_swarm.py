@@ -27,6 +27,7 @@ from tests.integration.test_sessions_support import (
     open_catalog,
     popen_cli,
     text,
+    wait_for,
 )
 from tests.swarm.support import RESULTS, journal, member, plan_of
 
@@ -185,4 +186,57 @@ def test_a_worker_takes_over_a_killed_swarm_and_drives_its_coordinator(
     assert doc["verdict"] == "completed"
     assert [m["attempts"] for m in doc["members"]] == [1, 1, 1]
     assert len(catalog.list_sessions(limit=100)) == 4  # no member spawned twice
+    ledger.check()
+
+
+def test_a_swarm_that_failed_mid_work_resumes_as_a_new_generation(
+    store: Store, sd_home: Path, workdir: Path, fake_llm
+) -> None:
+    """The swarm's process dies while its members work, and a process without the swarm's
+    driver (a bare runtime Host) takes it over: the coordinator fails, saying why. `sessions
+    resume` then runs it as a new generation: the stored plan is not asked for again, the
+    members whose ends the failed generation had taken are seen as ended, and the swarm
+    completes with every member's result."""
+    from swarmdeck.runtime.host import Host
+
+    write_provider(sd_home, "fake", fake_llm.openai_base_url, concurrency=8)
+    catalog = open_catalog()
+    script = _script()
+    fake_llm.set_script(script)
+    ledger = TurnLedger(script, catalog)
+    expect_killed(
+        popen_cli(
+            sd_home, "swarm", "KILLSWARM: look around", "-C", str(workdir), "-m", "fake", "-q",
+            SWARMDECK_CRASH_AT="swarm.member_done:1",
+        ),
+        timeout=90,
+    )  # fmt: skip
+    ledger.killed()
+    [coordinator] = [s.id for s in catalog.list_sessions(limit=10) if s.parent_id is None]
+    bare = Host()
+    try:
+        assert bare.launch().recover_dead_workers()
+        wait_for(
+            lambda: (
+                catalog.get_session(coordinator).status == "failed"
+                and not live(catalog.list_sessions(limit=100))
+            ),
+            timeout=90,
+            what="the coordinator to fail without its driver, and its members to end",
+        )
+    finally:
+        bare.shutdown()
+    assert "no driver for sessions of kind 'swarm'" in (
+        catalog.get_session(coordinator).error or ""
+    )
+    res = run_cli(sd_home, "sessions", "resume", coordinator, timeout=120)
+    assert res.code == 0, res.stderr[-3000:]
+    assert res.stdout.strip() == "MERGED AFTER KILLS"
+    record = catalog.get_session(coordinator)
+    assert record.generation == 1
+    doc = build_report(catalog, coordinator)
+    assert doc["verdict"] == "completed"
+    assert [m["attempts"] for m in doc["members"]] == [1, 1, 1]
+    assert len(catalog.list_sessions(limit=100)) == 4
+    assert script.asked_turns[("KILLSWARM", 0)] == 1  # the plan: once
     ledger.check()

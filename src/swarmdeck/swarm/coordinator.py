@@ -72,6 +72,7 @@ class Coordinator:
         self.spec = SwarmSpec.from_options(info["options"][SPEC_OPTION])
         self.turn: int = info["turns_done"]
         self.drains = 0
+        self.looked_for_ended = False
         self.deadline = math.inf
         self.runs: list[MemberRun] = []
         self.peers: list[list[str]] = []
@@ -82,6 +83,14 @@ class Coordinator:
         """The four phases, to the swarm's end."""
         started = await self.d.step("swarm_start", phases.mark_start, self.sid)
         self.deadline = started + self.spec.max_timeout
+        if self.generation > 0:
+            # A later generation (`sessions resume` of a swarm that failed): what an earlier
+            # one stored holds, and its turns are not asked again (their indexes are past).
+            done = await self.d.step("stored", phases.stored_entry, self.sid, "swarm:result")
+            if done is not None:
+                return await self.finish(
+                    done["verdict"], done["error"], done["summary"], done["merged_by"]
+                )
         planned = await self.decompose()
         if "ended" in planned:
             return planned["ended"]
@@ -97,6 +106,10 @@ class Coordinator:
 
     async def decompose(self) -> dict[str, Any]:
         """{plan}, {verdict, error} when there is none, or {ended} (cancelled meanwhile)."""
+        if self.generation > 0:
+            stored = await self.d.step("stored", phases.stored_entry, self.sid, "swarm:plan")
+            if stored is not None:
+                return {"plan": stored}
         if self.spec.plan is not None:
             given = await self.d.step("plan", phases.accept_given_plan, self.sid)
             if "error" in given:
@@ -137,6 +150,16 @@ class Coordinator:
             await self.start_ready(now)
             if self.aborted or all(r.state == "done" for r in self.runs):
                 return
+            if self.generation > 0 and not self.looked_for_ended:
+                # An earlier generation may have taken some members' end updates already:
+                # those members' sessions say they ended.
+                running = [r.session_id for r in self.runs if r.state == "running"]
+                gone = set(await self.d.step("ended", phases.ended_sessions, running))
+                self.looked_for_ended = True
+                for run in self.runs:
+                    if run.state == "running" and run.session_id in gone:
+                        await self.member_ended(run, now, timed_out=False)
+                continue
             wake = min(
                 self.deadline,
                 *(r.deadline for r in self.runs if r.state == "running"),

@@ -61,6 +61,17 @@ def _append(session_id: str, key: str, payload: dict[str, Any]) -> dict[str, Any
     return payload
 
 
+def stored_entry(session_id: str, key: str) -> dict[str, Any] | None:
+    """A swarm entry an earlier generation stored (`swarm:plan`, `swarm:result`), or None."""
+    return _stored(services().catalog, session_id, key)
+
+
+def ended_sessions(session_ids: list[str]) -> list[str]:
+    """Those of these sessions that have ended."""
+    catalog = services().catalog
+    return [sid for sid in session_ids if catalog.get_session(sid).terminal]
+
+
 def mark_start(session_id: str) -> float:
     """When the swarm started (stored once: its timeout counts from there)."""
     return float(_append(session_id, "swarm:start", {"phase": "start", "at": time.time()})["at"])
