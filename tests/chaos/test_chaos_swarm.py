@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from swarmdeck.catalog.catalog import Catalog
 from swarmdeck.swarm.report import build_report
 from tests.conftest import Store, run_cli, write_provider
 from tests.integration.test_sessions_support import (
@@ -155,13 +156,11 @@ def test_a_swarm_survives_sigkill_in_every_phase(
     assert script.asked_turns[("KILLSWARM", 0)] == 2
 
 
-def test_a_worker_takes_over_a_killed_swarm_and_drives_its_coordinator(
-    store: Store, sd_home: Path, workdir: Path, fake_llm
-) -> None:
-    """The fleet: `swarmdeck swarm` dies while its members work; a worker takes over the
-    dead process's sessions, the coordinator's among them, and runs the swarm to its end
-    (its driver is registered in the worker: the coordinator does not fail as an unknown
-    kind, nor run as a plain agent)."""
+def _killed_while_members_work(
+    sd_home: Path, workdir: Path, fake_llm
+) -> tuple[Catalog, Scripted, TurnLedger, str]:
+    """`swarmdeck swarm` SIGKILLed once a member's end is classified, the others at work:
+    (catalog, script, ledger, the coordinator's id)."""
     write_provider(sd_home, "fake", fake_llm.openai_base_url, concurrency=8)
     catalog = open_catalog()
     script = _script()
@@ -176,6 +175,17 @@ def test_a_worker_takes_over_a_killed_swarm_and_drives_its_coordinator(
     )  # fmt: skip
     ledger.killed()
     [coordinator] = [s.id for s in catalog.list_sessions(limit=10) if s.parent_id is None]
+    return catalog, script, ledger, coordinator
+
+
+def test_a_worker_takes_over_a_killed_swarm_and_drives_its_coordinator(
+    store: Store, sd_home: Path, workdir: Path, fake_llm
+) -> None:
+    """The fleet: `swarmdeck swarm` dies while its members work; a worker takes over the
+    dead process's sessions, the coordinator's among them, and runs the swarm to its end
+    (its driver is registered in the worker: the coordinator does not fail as an unknown
+    kind, nor run as a plain agent)."""
+    catalog, _, ledger, coordinator = _killed_while_members_work(sd_home, workdir, fake_llm)
     assert "swarm:result" not in journal(catalog, coordinator)
     res = run_cli(sd_home, "worker", "--once", "--max-seconds", "90", timeout=150)
     assert res.code == 0, res.stderr[-3000:]
@@ -199,20 +209,7 @@ def test_a_swarm_that_failed_mid_work_resumes_as_a_new_generation(
     completes with every member's result."""
     from swarmdeck.runtime.host import Host
 
-    write_provider(sd_home, "fake", fake_llm.openai_base_url, concurrency=8)
-    catalog = open_catalog()
-    script = _script()
-    fake_llm.set_script(script)
-    ledger = TurnLedger(script, catalog)
-    expect_killed(
-        popen_cli(
-            sd_home, "swarm", "KILLSWARM: look around", "-C", str(workdir), "-m", "fake", "-q",
-            SWARMDECK_CRASH_AT="swarm.member_done:1",
-        ),
-        timeout=90,
-    )  # fmt: skip
-    ledger.killed()
-    [coordinator] = [s.id for s in catalog.list_sessions(limit=10) if s.parent_id is None]
+    catalog, script, ledger, coordinator = _killed_while_members_work(sd_home, workdir, fake_llm)
     bare = Host()
     try:
         assert bare.launch().recover_dead_workers()

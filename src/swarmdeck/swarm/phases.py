@@ -283,25 +283,26 @@ def spawn_member(
     except SwarmdeckError as exc:
         # No worktree could be made (the repository changed since the swarm started): this
         # attempt failed to start, and the recovery policy decides as for any failure.
-        failed = {
-            "phase": "spawn",
-            "index": member["index"],
-            "role": member["role"],
-            "assigned_role": member.get("assigned_role"),
-            "mode": member["mode"],
-            "model": member["model"],
-            "attempt": attempt,
-            "session_id": None,
-            "workdir": None,
-            "worktree": None,
-            "error": f"it could not start: {exc.message}",
-        }
-        return _append(coordinator_id, key, failed)
+        failed = _spawn_entry(member, attempt, None, None, None)
+        return _append(
+            coordinator_id, key, {**failed, "error": f"it could not start: {exc.message}"}
+        )
     # What members broadcast before this one existed: it hears it too (after its creation,
     # so a broadcast that listed the members before it is still in its head's inbox).
     for post in broadcasts_of(coordinator_id):
         catalog.post(session_id, post.msg_id, post.kind, post.payload)
-    entry = {
+    entry = _spawn_entry(member, attempt, session_id, workdir, worktree)
+    return _append(coordinator_id, key, entry)
+
+
+def _spawn_entry(
+    member: dict[str, Any],
+    attempt: int,
+    session_id: str | None,
+    workdir: str | None,
+    worktree: dict[str, Any] | None,
+) -> dict[str, Any]:
+    return {
         "phase": "spawn",
         "index": member["index"],
         "role": member["role"],
@@ -313,7 +314,6 @@ def spawn_member(
         "workdir": workdir,
         "worktree": worktree,
     }
-    return _append(coordinator_id, key, entry)
 
 
 def _create_member(
