@@ -1,9 +1,14 @@
 """Settings: the home dir, the store URL, and runtime defaults.
 
-The user may write `<home>/settings.yaml`; today it holds one setting:
+The user may write `<home>/settings.yaml`:
 
 ```yaml
 sandbox: off   # accept shell tools without a sandbox where none works (write modes only)
+swarm:         # routing and limits of `swarmdeck swarm` (read by swarmdeck.swarm.settings)
+  max_members: 5
+  member_model: deepseek
+  role_models: {security: anthropic, tests: glm}
+model_aliases: {fast: deepseek:deepseek-chat}
 ```
 """
 
@@ -28,6 +33,8 @@ WORKER_CONCURRENCY_ENV = "SWARMDECK_WORKER_CONCURRENCY"
 LEASE_SECONDS = 3.0
 SETTINGS_FILE = "settings.yaml"
 SANDBOX_VALUES = {"auto": False, "off": True}
+# The top-level keys settings.yaml may hold.
+SETTINGS_KEYS = ("sandbox", "swarm", "model_aliases")
 # The setting that enables the system agents without `swarmdeck system start`: the model
 # they run on (never a default: the user names it).
 SYSTEM_MODEL_ENV = "SWARMDECK_SYSTEM_MODEL"
@@ -161,7 +168,9 @@ def _positive(name: str, kind: type[float] | type[int]) -> float:
     return value
 
 
-def _user_settings(home: Path) -> dict[str, Any]:
+def user_settings(home: Path) -> dict[str, Any]:
+    """`<home>/settings.yaml` as a mapping ({} when there is none); ConfigError when it is
+    not one, or holds a key no part of swarmdeck reads."""
     path = home / SETTINGS_FILE
     if not path.is_file():
         return {}
@@ -171,14 +180,14 @@ def _user_settings(home: Path) -> dict[str, Any]:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: {' '.join(str(exc).split())[:200]}", "fix the file") from None
-    if not isinstance(data, dict) or set(data) - {"sandbox"}:
-        raise ConfigError(f"{path}: the only setting is `sandbox: auto|off`", "fix the file")
+    if not isinstance(data, dict) or set(data) - set(SETTINGS_KEYS):
+        raise ConfigError(f"{path}: the settings are {', '.join(SETTINGS_KEYS)}", "fix the file")
     return data
 
 
 def sandbox_opted_out(home: Path | None = None) -> bool:
     """True when `<home>/settings.yaml` says `sandbox: off` (YAML reads a bare off as false)."""
-    value = _user_settings(home or home_dir()).get("sandbox", "auto")
+    value = user_settings(home or home_dir()).get("sandbox", "auto")
     value = "off" if value is False else str(value).lower()
     if value not in SANDBOX_VALUES:
         raise ConfigError(

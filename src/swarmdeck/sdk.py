@@ -136,11 +136,13 @@ class Swarm:
         if store is not None:
             os.environ[STORE_ENV] = store
         from swarmdeck.dispatch.schemas import VALIDATORS
+        from swarmdeck.swarm.launch import register
 
         # A worker has the built-in tools only: a session offered others must run here.
         self.local = local or bool(tools)
         self.host = Host(load_settings(), [*default_tools(), *(tools or [])])
         self.host.services.result_validators.update(VALIDATORS)
+        register(self.host.services)
         self.host.launch()
 
     async def __aenter__(self) -> Swarm:
@@ -227,6 +229,46 @@ class Swarm:
         )
         request.mode = spec.mode
         return request
+
+    async def coordinate(
+        self,
+        task: str,
+        team: str | Path | None = None,
+        *,
+        workdir: str | Path = ".",
+        model: str | None = None,
+        plan: str | Path | list[dict[str, Any]] | None = None,
+        max_members: int | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Run a swarm on a task and return its `swarmdeck.swarm` object (plan, members with
+        their verdicts and results, the merged result, verdict, tokens, cost, duration).
+
+        `team` is a team's name or file; `plan` a plan file or the plan itself (which skips
+        the decomposition); `model` the coordinator's provider:model.
+        """
+        from swarmdeck.swarm.launch import SwarmRequest, prepare_swarm
+        from swarmdeck.swarm.report import build_report
+
+        given = plan if isinstance(plan, list | dict) else None
+        request = prepare_swarm(
+            SwarmRequest(
+                task=task,
+                workdir=Path(workdir),
+                team=str(team) if team is not None else None,
+                plan_file=Path(plan) if isinstance(plan, str | Path) else None,
+                plan=given,
+                max_members=max_members,
+                model=model,
+                timeout_s=timeout,
+                plugins=tuple(self.plugins),
+            ),
+            self.host.services,
+        )
+        record = self.host.create_session(request)
+        await self.host.start(record.id)
+        await self.host.wait(record.id)
+        return await asyncio.to_thread(build_report, self.host.catalog, record.id)
 
     def recover(self) -> list[str]:
         """Take over the unfinished sessions of workers (processes) that died; returns the

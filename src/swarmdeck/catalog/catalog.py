@@ -14,6 +14,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from swarmdeck.catalog import fence, schema, statements
+from swarmdeck.catalog.blackboard import delete_scopes_of
 from swarmdeck.catalog.db import create_db_engine, is_store_failure, store_error
 from swarmdeck.catalog.fence import Fenced
 from swarmdeck.catalog.records import (
@@ -482,7 +483,8 @@ class Catalog:
         }
 
     def delete_session_tree(self, session_id: str) -> list[str]:
-        """Remove a session, its descendants and their transcripts; returns the removed ids."""
+        """Remove a session, its descendants, their transcripts and blackboards; returns the
+        removed ids."""
         ids = [session_id, *self.descendant_ids(session_id)]
         with self.engine.begin() as conn:
             for table in (
@@ -494,6 +496,7 @@ class Catalog:
                 schema.generations,
             ):
                 conn.execute(table.delete().where(table.c.session_id.in_(ids)))
+            delete_scopes_of(conn, ids)
             conn.execute(schema.sessions.delete().where(schema.sessions.c.id.in_(ids)))
         return ids
 
@@ -635,6 +638,17 @@ class Catalog:
                 )
             ).first()
         return row is not None
+
+    def delivered(self, session_id: str, msg_id_prefix: str = "") -> list[InboxItem]:
+        """Every message delivered to the session (taken or not) whose id starts with the
+        prefix, in order."""
+        inbox = schema.inbox
+        query = sa.select(inbox).where(inbox.c.session_id == session_id).order_by(inbox.c.id)
+        if msg_id_prefix:
+            query = query.where(inbox.c.msg_id.startswith(msg_id_prefix, autoescape=True))
+        with self._reads.connect() as conn:
+            rows = conn.execute(query).all()
+        return [InboxItem(r.id, r.msg_id, r.kind, json.loads(r.payload)) for r in rows]
 
     def pending_count(self, session_id: str, kinds: Iterable[str] | None = None) -> int:
         """Messages (of these kinds) not yet taken by the session."""

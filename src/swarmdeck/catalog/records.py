@@ -20,6 +20,9 @@ STATUSES = (
 TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "budget_exceeded"})
 # A system agent runs under `sys-<its id>`, once per store.
 SYSTEM_SESSION_PREFIX = "sys-"
+# The option naming the group (a swarm) a session belongs to: the id of the session at its
+# head, set on the head and on the members (its children) alike.
+GROUP_OPTION = "group"
 
 
 def system_session_id(agent_id: str) -> str:
@@ -65,6 +68,12 @@ class SessionRecord:
     def system(self) -> bool:
         """True for a system agent's session (by its options, or by its id: fail closed)."""
         return bool(self.options.get("system_agent")) or self.id.startswith(SYSTEM_SESSION_PREFIX)
+
+    @property
+    def group(self) -> str | None:
+        """The group (swarm) this session belongs to, or None."""
+        group = self.options.get(GROUP_OPTION)
+        return str(group) if group else None
 
     @classmethod
     def from_row(cls, row: Any) -> SessionRecord:

@@ -199,6 +199,7 @@ system_agents = sa.Table(
 def create_all(engine: sa.Engine) -> None:
     """Create missing tables and add missing columns (idempotent; safe when several
     processes start at once)."""
+    from swarmdeck.catalog import blackboard  # noqa: F401  (its tables join `metadata`)
     from swarmdeck.catalog.migrations import add_missing_columns
 
     metadata.create_all(engine, checkfirst=True)

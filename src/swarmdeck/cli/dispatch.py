@@ -218,12 +218,12 @@ def contract_main(values: dict[str, Any], *, started_line: bool, json_errors: bo
                 json_line=json_errors,
                 out=_Emitter(out),
             )
-    if _running_as_cli():
-        _exit_now(code)
+    if running_as_cli():
+        exit_now(code)
     sys.exit(code)
 
 
-def _running_as_cli() -> bool:
+def running_as_cli() -> bool:
     """True in a `swarmdeck` process (not when the command is called inside another program)."""
     main = sys.modules.get("__main__")
     spec = getattr(main, "__spec__", None)
@@ -232,7 +232,7 @@ def _running_as_cli() -> bool:
     return os.path.basename(sys.argv[0]) == "swarmdeck" and os.path.isfile(sys.argv[0])
 
 
-def _exit_now(code: int) -> NoReturn:
+def exit_now(code: int) -> NoReturn:
     """Leave without the interpreter's teardown: the verdict is out and the engine is down.
 
     Tearing down the imported SDKs and closing the store (a WAL checkpoint) took 1-2 s after

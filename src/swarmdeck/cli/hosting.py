@@ -1,4 +1,5 @@
-"""The Host every command that runs sessions uses: one place that knows all result schemas."""
+"""The Host every command that runs sessions uses: one place that knows all result schemas
+and every kind of session (a swarm's coordinator)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ if TYPE_CHECKING:
 
 def session_host(role: str = "local", serve_queue: bool = False) -> Host:
     """A Host that can run any session, whoever started it: a worker or `sessions resume` may
-    take over a dispatched session, and must validate its result against the mode's schema."""
+    take over a dispatched session, and must validate its result against the mode's schema;
+    it may take over a swarm, and must run its coordinator."""
     from swarmdeck.dispatch.schemas import VALIDATORS
     from swarmdeck.runtime.host import Host
+    from swarmdeck.swarm.launch import register
 
     host = Host(role=role, serve_queue=serve_queue)
     host.services.result_validators.update(VALIDATORS)
+    register(host.services)
     return host

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from swarmdeck.errors import ToolError
 from swarmdeck.runtime import steps, tree
 from swarmdeck.runtime.crashpoints import crash_point
-from swarmdeck.tools.builtins.control import CONTROL_TOOLS
+from swarmdeck.tools.builtins.control import BROADCAST_TOOL, CONTROL_TOOLS
 
 if TYPE_CHECKING:
     from swarmdeck.runtime.session import SessionLoop
@@ -24,7 +24,7 @@ Outcome = tuple[str, bool]
 ANSWER_WAIT_SECONDS = 3600.0
 MIN_SLEEP_SECONDS = 0.001
 
-_TOOLS = {t.name: t for t in CONTROL_TOOLS}
+_TOOLS = {t.name: t for t in (*CONTROL_TOOLS, BROADCAST_TOOL)}
 
 
 def format_children(rows: list[dict[str, Any]]) -> str:
@@ -55,6 +55,7 @@ class ControlTools:
             "cancel_cron": self.cancel_cron,
             "spawn_agent": self.spawn_agent,
             "message_agent": self.message_agent,
+            "broadcast": self.broadcast,
             "check_agents": self.check_agents,
             "wait_for_agents": self.wait_for_agents,
             "cancel_agent": self.cancel_agent,
@@ -137,17 +138,36 @@ class ControlTools:
 
     async def message_agent(self, args: Any, key: str) -> Outcome:
         mine = await self.d.step("children", tree.children_summary, self.sid, [args.agent_id])
+        text = f"message from your parent {self.sid}: {args.text}"
         if "error" in mine:
-            return f"error: {mine['error']}", True
-        await self.d.step(
-            "post",
-            tree.post_message,
-            args.agent_id,
-            f"from:{self.sid}:{key}",
-            "user",
-            {"text": f"message from your parent {self.sid}: {args.text}"},
-        )
+            # Not a sub-agent: a member (or the head) of this session's swarm may still be.
+            peer = await self.d.step("peer", tree.group_peer, self.sid, args.agent_id)
+            if "error" in peer:
+                return f"error: {peer['error']}", True
+            text = f"message from {peer['title']} ({self.sid}): {args.text}"
+        # "from:" keys: what an agent sent is never taken for a person's message.
+        msg_id = f"from:{self.sid}:{key}"
+        await self.d.step("post", tree.post_message, args.agent_id, msg_id, "user", {"text": text})
         return f"sent to {args.agent_id}", False
+
+    async def broadcast(self, args: Any, key: str) -> Outcome:
+        group = await self.d.step("members", tree.group_members, self.sid)
+        if "error" in group:
+            return f"error: {group['error']}", True
+        text = f"broadcast from {group['title']} ({self.sid}): {args.text}"
+        # One id for every recipient: a replay after a crash posts nothing twice. The
+        # group's head gets it first, and a member that starts later is given what its
+        # head got (tree.BROADCAST): so every member hears it, whenever it starts.
+        msg_id = f"from:{self.sid}:{key}"
+        payload = {"text": text, tree.BROADCAST: True}
+        heads = [group["head"]] if group["head"] != self.sid else []
+        for member in [*heads, *group["ids"]]:
+            await self.d.step("post", tree.post_message, member, msg_id, "user", payload)
+        live = ", ".join(group["ids"]) or "none yet"
+        return (
+            f"sent to the swarm: the members live now ({live}), and those that start later",
+            False,
+        )
 
     async def check_agents(self, _args: Any, _key: str) -> Outcome:
         summary = await self.d.step("children", tree.children_summary, self.sid, None)

@@ -25,6 +25,10 @@ from swarmdeck.tools.base import Tool, ToolRegistry
 
 # A result validator returns None when the result is valid, else a one-line error.
 ResultValidator = Callable[[Any], str | None]
+# A session driver runs a generation of a session of its kind (a swarm's coordinator) in
+# place of the session loop: (durable primitives, session id, the generation's start info)
+# -> {status, reason}. Layers above the runtime register theirs, by the `kind` option.
+SessionDriver = Callable[[Any, str, dict[str, Any]], Awaitable[dict[str, Any]]]
 # A session's plugin folders are read again after this long (a new project agent shows up
 # without a worker restart; a turn does not pay for reading them).
 PLUGIN_CACHE_SECONDS = 10.0
@@ -72,6 +76,7 @@ class Services:
     limiter: ProviderLimiter
     tools: ToolRegistry
     result_validators: dict[str, ResultValidator] = field(default_factory=dict)
+    session_drivers: dict[str, SessionDriver] = field(default_factory=dict)
     engine_ops: EngineOps | None = None
     _models: dict[str, ChatModel] = field(default_factory=dict)
     # Per-session caches of this process: a session's identity (model, mode, workdir, prompt,

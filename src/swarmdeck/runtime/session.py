@@ -13,6 +13,7 @@ from swarmdeck.catalog.fence import Fenced
 from swarmdeck.runtime import steps, tree
 from swarmdeck.runtime.control import ControlTools
 from swarmdeck.runtime.durable import Durable
+from swarmdeck.runtime.services import services
 
 DEFAULT_MAX_TURNS = 50
 MAX_RESULT_ATTEMPTS = 3
@@ -23,6 +24,8 @@ BATCH_GAP_SECONDS = 0.25
 BATCH_MAX_SECONDS = 2.0
 # Inbox kinds a session takes in between turns; answers are for the ask_user that waits.
 TURN_INBOX_KINDS = ["user", "child_update"]
+# The session option naming a kind of session that a registered driver runs (Services).
+KIND_OPTION = "kind"
 # What an execution that was taken over returns (the session itself runs on elsewhere).
 SUPERSEDED = "superseded"
 # The notice a session that waits between turns leaves when a wake-up used max_turns.
@@ -36,8 +39,12 @@ async def run_session(session_id: str, generation: int, d: Durable) -> dict[str,
     fence.enter(session_id, epoch)
     if info["terminal"]:
         return {"status": info["status"], "reason": "already finished"}
-    loop = SessionLoop(d, session_id, info)
+    kind = info["options"].get(KIND_OPTION)
+    loop = None if kind else SessionLoop(d, session_id, info)
     try:
+        if loop is None:
+            # A driver of its own (a swarm's coordinator): it ends its session itself.
+            return await _run_kind(kind, session_id, generation, d, info)
         try:
             return await loop.run()
         except Fenced:
@@ -51,6 +58,23 @@ async def run_session(session_id: str, generation: int, d: Durable) -> dict[str,
         # Taken over by another worker while this one was paused: it runs the session
         # now. Stop here, quietly: no end, no error, nothing written.
         return {"status": SUPERSEDED, "reason": "taken over by another worker"}
+
+
+async def _run_kind(
+    kind: str, session_id: str, generation: int, d: Durable, info: dict[str, Any]
+) -> dict[str, Any]:
+    """A session of a kind a registered driver runs; without its driver it fails, saying
+    so, rather than running as a plain agent."""
+    driver = services().session_drivers.get(kind)
+    if driver is not None:
+        return await driver(d, session_id, info)
+    error = (
+        f"no driver for sessions of kind {kind!r} in this process: run it with the swarmdeck "
+        "command (`swarmdeck worker`, `swarmdeck sessions resume`) or an SDK Swarm"
+    )
+    ending = steps.Ending("failed", "", error, "internal_error", generation)
+    await steps.end_session(session_id, info.get("parent_id") is not None, ending)
+    return {"status": "failed", "reason": "internal_error"}
 
 
 class SessionLoop:

@@ -154,6 +154,51 @@ def children_summary(parent_id: str, ids: list[str] | None) -> dict[str, Any]:
     return {"rows": rows, "done": all(r["status"] in TERMINAL_STATUSES for r in rows)}
 
 
+def group_peer(sender_id: str, target_id: str) -> dict[str, Any]:
+    """{title} of the sender when the target is a live session of the sender's group (its
+    head or a member), else {error}. A group (a swarm) is a session and those of its
+    children that name it (SessionRecord.group): they may message one another."""
+    catalog = services().catalog
+    sender = catalog.get_session(sender_id)
+    group = sender.group
+    target = catalog.find_session(target_id)
+    if group is None or target is None or target.group != group:
+        return {"error": f"{target_id} is not your sub-agent nor a member of your swarm"}
+    if target.terminal:
+        return {"error": f"{target_id} has ended ({target.status}); it reads no more messages"}
+    return {"title": sender.title or sender.id}
+
+
+# The payload flag of a broadcast: a member that starts later is given those its head got.
+BROADCAST = "broadcast"
+
+
+def group_members(sender_id: str) -> dict[str, Any]:
+    """{head, ids, title}: the group's head and its live members other than the sender (and
+    the head), or {error} when the sender is in no group."""
+    catalog = services().catalog
+    sender = catalog.get_session(sender_id)
+    group = sender.group
+    if group is None:
+        return {"error": "you are not a member of a swarm: there is no one to broadcast to"}
+    members = [
+        c.id
+        for c in sorted(catalog.list_sessions(parent_id=group, limit=10_000), key=_created)
+        if c.group == group and c.id != sender_id and not c.terminal
+    ]
+    return {"head": group, "ids": members, "title": sender.title or sender.id}
+
+
+def broadcasts_of(head_id: str) -> list[InboxPost]:
+    """The broadcasts a group's head received, as posts to hand a member that starts now."""
+    found = services().catalog.delivered(head_id, "from:")
+    return [InboxPost("", i.msg_id, i.kind, i.payload) for i in found if i.payload.get(BROADCAST)]
+
+
+def _created(record: SessionRecord) -> float:
+    return record.created_at
+
+
 def tree_summary(session_id: str) -> list[dict[str, Any]]:
     """Every session of this session's tree."""
     catalog = services().catalog

@@ -89,6 +89,8 @@ class ProgressPrinter:
             what = {k: v for k, v in p.items() if k in ("session", "runs", "files", "bytes")}
             shown = ", ".join(f"{k}={v}" for k, v in what.items())
             return f"[magenta]audit[/] {escape(p['action'])} {escape(shown)}: {escape(p['why'])}"
+        if ev.kind == "swarm":
+            return _swarm_line(p)
         if ev.kind == "error":
             return f"[red]error[/] {escape(p['message'])}"
         if ev.kind == "compaction":
@@ -100,3 +102,23 @@ class ProgressPrinter:
                 f" [red]{escape(p['error'])}[/]" if p.get("error") else ""
             )
         return None
+
+
+def _swarm_line(p: dict) -> str | None:
+    """A swarm coordinator's journal entry (plan, spawn, end, result) as one line."""
+    phase = p.get("phase")
+    if phase == "plan":
+        roles = ", ".join(f"{m['role']} ({m['mode']}, {m['model']})" for m in p["members"])
+        dropped = f"; dropped {', '.join(d['role'] for d in p['dropped'])}" if p["dropped"] else ""
+        return f"[magenta]swarm[/] plan: {escape(roles)}{escape(dropped)}"
+    if phase == "spawn":
+        return (
+            f"[magenta]swarm[/] started {escape(p['role'])} try {p['attempt'] + 1}: "
+            f"{escape(p['session_id'])}"
+        )
+    if phase == "end":
+        why = f" ({_preview(p['reason'], 120)})" if p.get("reason") else ""
+        return f"[magenta]swarm[/] {escape(p['role'])}: {escape(p['verdict'])}{escape(why)}"
+    if phase == "result":
+        return f"[magenta]swarm[/] {escape(p['verdict'])}, merged by the {escape(p['merged_by'])}"
+    return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shlex
 import shutil
 import subprocess
 import time
@@ -145,6 +146,29 @@ def load_meta(worktrees_dir: Path, path: Path) -> Worktree | None:
         return Worktree(**json.loads(_meta_path(worktrees_dir, path).read_text(encoding="utf-8")))
     except (OSError, ValueError, TypeError):
         return None
+
+
+def worktree_of_session(worktrees_dir: Path, session_id: str) -> Worktree | None:
+    """The worktree made for this session (its stored record names it), or None: what a
+    step run again after a crash looks for before it makes another one."""
+    folder = worktrees_dir / META_DIR
+    if not folder.is_dir():
+        return None
+    for meta in sorted(folder.glob("*.json")):
+        tree = load_meta(worktrees_dir, worktrees_dir / meta.stem)
+        if tree is not None and tree.session_id == session_id and Path(tree.path).is_dir():
+            return tree
+    return None
+
+
+def merge_command(tree: Worktree) -> str:
+    """The shell command that brings a worktree's changes (committed or not, new files
+    too) into the repository it was made from, as staged changes there."""
+    return (
+        f"git -C {shlex.quote(tree.path)} add -A && "
+        f"git -C {shlex.quote(tree.path)} diff --cached --binary {tree.base} | "
+        f"git -C {shlex.quote(tree.repo)} apply --index"
+    )
 
 
 @dataclass(frozen=True)

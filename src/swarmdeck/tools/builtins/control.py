@@ -81,6 +81,12 @@ class AgentIdArgs(BaseModel):
     agent_id: str
 
 
+class BroadcastArgs(BaseModel):
+    """Send a message to every other member of your swarm."""
+
+    text: str = Field(min_length=1, description="The message.")
+
+
 class AskArgs(BaseModel):
     """Ask the user a question and wait for the answer."""
 
@@ -126,3 +132,16 @@ CONTROL_TOOLS: list[Tool] = [
     _control("list_sessions", "List the sessions of your tree.", NoArgs, Effect.READ),
     _control("ask_user", "Ask the user a question and wait for the answer.", AskArgs, Effect.READ),
 ]
+
+# Granted, not in CONTROL_TOOLS: offered to swarm members (who name it), not to every session.
+BROADCAST_TOOL = Tool(
+    name="broadcast",
+    description="Send a message to every other member of your swarm, those that start later "
+    "too (lossless, once each).",
+    args_model=BroadcastArgs,
+    effect=Effect.IDEMPOTENT,
+    body=_carried_out_by_workflow,
+    modes=ALL_MODES,
+    control=True,
+    granted=True,
+)

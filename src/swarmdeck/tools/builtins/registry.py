@@ -8,9 +8,10 @@ from swarmdeck.tools.base import Tool
 def builtin_tools() -> list[Tool]:
     """The built-in tools (imported here, not at module load: some cost start-up time)."""
     from swarmdeck.tools.builtins.artifacts import ARTIFACT_TOOLS
-    from swarmdeck.tools.builtins.control import CONTROL_TOOLS
+    from swarmdeck.tools.builtins.control import BROADCAST_TOOL, CONTROL_TOOLS
     from swarmdeck.tools.builtins.discovery import DISCOVERY_TOOLS
     from swarmdeck.tools.builtins.files import FILE_TOOLS
+    from swarmdeck.tools.builtins.memory import MEMORY_TOOLS
     from swarmdeck.tools.builtins.mgmt import MGMT_TOOLS
     from swarmdeck.tools.builtins.results import SUBMIT_RESULT_TOOL
     from swarmdeck.tools.builtins.shell import SHELL_TOOL
@@ -21,8 +22,10 @@ def builtin_tools() -> list[Tool]:
         SHELL_TOOL,
         *ARTIFACT_TOOLS,
         *CONTROL_TOOLS,
+        BROADCAST_TOOL,
         SUBMIT_RESULT_TOOL,
         LOAD_SKILL_TOOL,
         *DISCOVERY_TOOLS,
         *MGMT_TOOLS,
+        *MEMORY_TOOLS,
     ]
