@@ -138,6 +138,11 @@ class Swarm:
         return self
 
     async def __aexit__(self, *_exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop the MCP servers this process started, then the engine (close())."""
+        await self.host.services.close_toolsets()
         self.close()
 
     def close(self) -> None:

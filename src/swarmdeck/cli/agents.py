@@ -121,6 +121,7 @@ def show(
         "model": agent.model,
         "cron": agent.cron.model_dump() if agent.cron else None,
         "splash": agent.splash,
+        "mcpServers": agent.mcp_servers,
     }
     overridden = [o for o in found.overrides if o.kind == "agent" and o.name == name]
     doc = {

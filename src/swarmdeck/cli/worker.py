@@ -40,12 +40,18 @@ def worker(
     console.print(f"worker {engine.executor_id} on {host.settings.store_url.split('@')[-1]}")
 
     async def serve() -> None:
-        from swarmdeck.runtime.system_agents import keep_system_agents
-
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        try:
+            await watch(stop)
+        finally:
+            await host.services.close_toolsets()
+
+    async def watch(stop: asyncio.Event) -> None:
+        from swarmdeck.runtime.system_agents import keep_system_agents
+
         while not stop.is_set():
             claimed = await asyncio.to_thread(engine.recover_dead_workers)
             if claimed:

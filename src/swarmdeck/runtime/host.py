@@ -17,6 +17,7 @@ from swarmdeck.errors import MissingKeyError, TaskRefusedError, UsageError
 from swarmdeck.runtime.engine import Engine, ring_offline, workflow_id
 from swarmdeck.runtime.services import Services
 from swarmdeck.tools.base import Tool
+from swarmdeck.tools.toolsets import SessionScope
 from swarmdeck.workspace.rundir import RunDir
 
 FOLLOW_POLL_SECONDS = 0.05
@@ -94,6 +95,13 @@ class Host:
                 f"task refused: it contains a credential ({found})",
                 "remove the secret from the task; workers read keys from the credential store",
             )
+        plugins = self.services.plugins_for(
+            str(req.workdir.resolve()), req.options.get("plugins") or ()
+        )
+        scope = SessionScope(
+            "", req.mode, req.workdir.resolve(), req.options, tuple(plugins.plugins)
+        )
+        self.services.preflight(scope)
 
     def create_session(self, req: SessionRequest) -> SessionRecord:
         """Store a new pending session (its task is the transcript's first entry)."""

@@ -17,7 +17,7 @@ from swarmdeck.runtime.services import EngineOps, services
 
 PREVIEW = 400
 # Session options a child takes from its parent.
-INHERITED_OPTIONS = ("max_children", "max_depth", "no_sandbox", "plugins")
+INHERITED_OPTIONS = ("max_children", "max_depth", "no_sandbox", "plugins", "mcp_servers")
 
 
 def child_id_for(parent_id: str, call_key: str) -> str:
