@@ -102,7 +102,9 @@ async def test_read_only_mode_gets_only_read_tools(
     mcp_tools = [t for t in seen[0] if "__" in t]
     assert mcp_tools == ["alpha__echo"], mcp_tools  # the rest default to `once`
     [outcome] = [e for e in session.transcript() if e.kind == "tool_result"]
-    assert outcome.payload["is_error"] and "no tool named alpha__record" in outcome.payload["content"]
+    assert (
+        outcome.payload["is_error"] and "no tool named alpha__record" in outcome.payload["content"]
+    )
     assert not any("sneaky" in line for line in log_lines(log))
 
 

@@ -29,6 +29,7 @@ def _register() -> None:
         init,
         keys,
         maintain,
+        mcp,
         providers,
         run,
         sessions,

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from swarmdeck.catalog.records import STATUSES, TERMINAL_STATUSES, SessionRecord
+from swarmdeck.catalog.views import session_document, session_summary
 from swarmdeck.cli.app import app
 from swarmdeck.config import load_settings
 from swarmdeck.errors import UsageError
@@ -71,7 +72,7 @@ def ls(
         raise UsageError(f"unknown status {status!r}", f"use one of: {', '.join(STATUSES)}")
     rows = open_catalog().list_sessions(status=status, limit=limit)
     if as_json:
-        print(json.dumps([_summary(s) for s in rows]))
+        print(json.dumps([session_summary(s) for s in rows]))
         return
     if not rows:
         empty = f"no {status} sessions" if status else "no sessions yet — try `swarmdeck demo`"
@@ -94,20 +95,6 @@ def ls(
     Console().print(table)
 
 
-def _summary(s: SessionRecord) -> dict[str, object]:
-    return {
-        "id": s.id,
-        "parent_id": s.parent_id,
-        "status": s.status,
-        "mode": s.mode,
-        "model": s.model,
-        "workdir": s.workdir,
-        "title": s.title,
-        "created_at": s.created_at,
-        "updated_at": s.updated_at,
-    }
-
-
 @sessions_app.command("show")
 def show(
     session_id: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
@@ -118,25 +105,11 @@ def show(
     """Show a session's record and its transcript."""
     catalog = open_catalog()
     s = catalog.get_session(catalog.resolve_session_id(session_id))
+    if as_json:
+        print(json.dumps(session_document(catalog, s), ensure_ascii=False))
+        return
     events = catalog.events(s.id)
     usage = catalog.usage_totals([s.id])
-    if as_json:
-        doc = {
-            **_summary(s),
-            "task": s.task,
-            "result": s.result,
-            "final_text": s.final_text,
-            "error": s.error,
-            "usage": {
-                "turns": usage.turns,
-                **usage.tokens(),
-                "estimated_turns": usage.estimated_turns,
-                "cost_usd": usage.cost_usd,
-            },
-            "events": [{"seq": e.seq, "kind": e.kind, "payload": e.payload} for e in events],
-        }
-        print(json.dumps(doc, ensure_ascii=False))
-        return
     console = Console()
     console.print(f"[bold]session[/] {s.id}  [{STATUS_STYLE.get(s.status, '')}]{s.status}[/]")
     console.print(f"model {s.model} · mode {s.mode} · workdir {s.workdir}")

@@ -45,4 +45,5 @@ def require_sdk() -> Any:
         CONNECTION_CLOSED=CONNECTION_CLOSED,
         REQUEST_TIMEOUT=REQUEST_TIMEOUT,
         client_info=lambda: Implementation(name="swarmdeck", version=__version__),
+        version=__version__,
     )

@@ -152,7 +152,7 @@ class McpToolset:
             except McpStartError as exc:
                 out.notices.append((f"mcp:{server.name}:{conn.failures}", str(exc)))
                 continue
-            tools, problems = self._tools_of(conn, listed)
+            tools, problems = self.tools_of(conn, listed)
             out.notices += [(f"mcp:{server.name}:{conn.starts}:{p}", p) for p in problems]
             for tool in tools:
                 by_name.setdefault(tool.name, []).append(tool)
