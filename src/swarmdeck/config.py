@@ -1,9 +1,12 @@
 """Settings: the home dir, the store URL, and runtime defaults.
 
-The user may write `<home>/settings.yaml`; today it holds one setting:
+The user may write `<home>/settings.yaml`; it holds two settings:
 
 ```yaml
 sandbox: off   # accept shell tools without a sandbox where none works (write modes only)
+telemetry:     # OpenTelemetry traces (the standard OTEL_* variables work as well)
+  endpoint: http://127.0.0.1:4318   # OTLP/HTTP collector
+  capture_content: false            # message contents in spans (redacted) only when true
 ```
 """
 
@@ -23,6 +26,7 @@ HOME_ENV = "SWARMDECK_HOME"
 STORE_ENV = "SWARMDECK_STORE"
 SETTINGS_FILE = "settings.yaml"
 SANDBOX_VALUES = {"auto": False, "off": True}
+SETTING_KEYS = {"sandbox", "telemetry"}
 # The setting that enables the system agents without `swarmdeck system start`: the model
 # they run on (never a default: the user names it).
 SYSTEM_MODEL_ENV = "SWARMDECK_SYSTEM_MODEL"
@@ -130,9 +134,17 @@ def _user_settings(home: Path) -> dict[str, Any]:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: {' '.join(str(exc).split())[:200]}", "fix the file") from None
-    if not isinstance(data, dict) or set(data) - {"sandbox"}:
-        raise ConfigError(f"{path}: the only setting is `sandbox: auto|off`", "fix the file")
+    if not isinstance(data, dict) or set(data) - SETTING_KEYS:
+        raise ConfigError(
+            f"{path}: the settings are `sandbox: auto|off` and `telemetry:` (a mapping)",
+            "fix the file",
+        )
     return data
+
+
+def user_setting(key: str, home: Path | None = None) -> Any:
+    """One setting of `<home>/settings.yaml` as written (None when absent)."""
+    return _user_settings(home or home_dir()).get(key)
 
 
 def sandbox_opted_out(home: Path | None = None) -> bool:

@@ -77,6 +77,8 @@ class Host:
             self.engine.shutdown()
             self.engine = None
         self.services.limiter.give_back_kept()
+        # The process may leave without the interpreter's teardown (dispatch does).
+        self.services.tracing.flush()
 
     def check_request(self, req: SessionRequest) -> None:
         """Refuse what cannot work before anything is stored or sent."""

@@ -13,6 +13,8 @@ from swarmdeck.catalog.records import SessionRecord
 from swarmdeck.config import Settings
 from swarmdeck.errors import SwarmdeckError
 from swarmdeck.integrations.mcp.toolset import McpPool, McpToolset
+from swarmdeck.integrations.telemetry.setup import tracing_for
+from swarmdeck.integrations.telemetry.tracing import NO_TRACING, Tracing
 from swarmdeck.models.available import ModelInfo, available_models
 from swarmdeck.models.factory import build_chat_model
 from swarmdeck.models.limiter import ProviderLimiter
@@ -75,6 +77,8 @@ class Services:
     engine_ops: EngineOps | None = None
     # Tools found per session (its MCP servers'), beside the registry's.
     toolsets: list[SessionToolset] = field(default_factory=list)
+    # Spans of sessions, turns and tool calls (a no-op unless OpenTelemetry is configured).
+    tracing: Tracing = NO_TRACING
     _models: dict[str, ChatModel] = field(default_factory=dict)
     # Per-session caches of this process: a session's identity (model, mode, workdir, prompt,
     # tools) never changes, and its transcript only grows, so each turn reads only what is
@@ -154,6 +158,7 @@ class Services:
             limiter=ProviderLimiter(catalog.engine),
             tools=ToolRegistry(tools),
             toolsets=[mcp],
+            tracing=tracing_for(settings.home, redactor.redact),
         )
 
     def provider_for(self, model_ref: str) -> tuple[ProviderConfig, str]:

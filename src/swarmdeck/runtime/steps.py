@@ -25,6 +25,7 @@ from swarmdeck.runtime.mgmt_ops import RuntimeMgmtOps
 from swarmdeck.runtime.origin import CRON
 from swarmdeck.runtime.prompts import system_prompt
 from swarmdeck.runtime.services import services
+from swarmdeck.runtime.traced import tool_span, turn_span
 from swarmdeck.runtime.tree import drain_inbox, model_resting, parent_notice, ring
 from swarmdeck.runtime.turn_watch import TurnWatch
 from swarmdeck.tools.base import READ_ONLY_MODES, Effect, Tool, ToolContext, ToolOutcome
@@ -394,9 +395,15 @@ async def llm_turn(session_id: str, turn: int, generation: int, inbox: list[str]
     watch = TurnWatch(session_id, turn, generation)
     crash_point("llm.before")
     try:
-        completion = await svc.model(record.model).complete(
-            prep["messages"], prep["specs"], on_chunk=watch.chunk, on_notice=watch.notice
-        )
+        with turn_span(record, turn) as span:
+            try:
+                completion = await svc.model(record.model).complete(
+                    prep["messages"], prep["specs"], on_chunk=watch.chunk, on_notice=watch.notice
+                )
+            except ProviderError as exc:
+                span.failed(exc.kind, exc.one_line())
+                raise
+            span.completed(completion, prep["messages"])
     except ProviderError as exc:
         message = exc.one_line()
         await asyncio.to_thread(
@@ -499,12 +506,14 @@ async def tool_call(session_id: str, turn: int, call: dict[str, Any]) -> dict[st
     outcome = prep.get("outcome")
     if outcome is None:
         crash_point("tool.before")
-        try:
-            outcome = await prep["tool"].call(prep["context"], call["arguments"])
-        except Exception as exc:
-            # A tool that raises (a bug, a user tool's own error) fails this call, which the
-            # model sees and can act on; it must not take the whole session down.
-            outcome = ToolOutcome(f"error: {describe_error(exc)}", is_error=True)
+        with tool_span(session_id, call, str(prep["tool"].effect)) as span:
+            try:
+                outcome = await prep["tool"].call(prep["context"], call["arguments"])
+            except Exception as exc:
+                # A tool that raises (a bug, a user tool's own error) fails this call, which
+                # the model sees and can act on; it must not take the whole session down.
+                outcome = ToolOutcome(f"error: {describe_error(exc)}", is_error=True)
+            span.finished(outcome.content, outcome.is_error)
         crash_point("tool.after")
     return await _write(_store_call, session_id, turn, call, outcome)
 

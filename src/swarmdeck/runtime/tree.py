@@ -14,6 +14,7 @@ from swarmdeck.catalog.records import (
 )
 from swarmdeck.runtime.crashpoints import crash_point
 from swarmdeck.runtime.services import EngineOps, services
+from swarmdeck.runtime.traced import child_trace_options
 
 PREVIEW = 400
 # Session options a child takes from its parent.
@@ -67,6 +68,8 @@ def spawn_child(parent_id: str, call_key: str, args: dict[str, Any]) -> dict[str
             # The tree's limits hold at every level, not only below the root.
             **{k: parent.options[k] for k in INHERITED_OPTIONS if k in parent.options},
             **spec["options"],
+            # The spawn_agent call's span: the child's spans join the parent's trace.
+            **child_trace_options(),
         },
     )
     crash_point("spawn.recorded")
