@@ -191,3 +191,27 @@ def test_a_granted_name_nobody_declares_is_reported(tmp_path: Path) -> None:
     texts = [text for _key, text in found.notices]
     assert texts[0] == "MCP server ghost: no .mcp.json declares it"
     assert texts[1].startswith(f"MCP server bad__name: {tmp_path / '.mcp.json'}: field")
+
+
+def test_agents_validate_names_mcp_problems(sd_home: Path, tmp_path: Path) -> None:
+    from tests.integration.test_dispatch_modes import invoke
+
+    plugin = tmp_path / "plug"
+    (plugin / "agents").mkdir(parents=True)
+    (plugin / "agents" / "a.agent.md").write_text(
+        "---\nname: a\ndescription: d\nmcpServers: [git, ghost]\n---\nBody.\n"
+    )
+    (plugin / ".mcp.json").write_text(
+        '{"mcpServers": {"git": {"command": "g"}, "bad": {"command": "x", "args": ["${key:k}"]}}}'
+    )
+    res = invoke(sd_home, "agents", "validate", str(plugin))
+    assert res.code == 2
+    assert (
+        f"{plugin / 'agents' / 'a.agent.md'}: field 'mcpServers': no .mcp.json declares a server 'ghost'"
+        in res.stdout
+    )
+    assert (
+        f"{plugin / '.mcp.json'}: field 'mcpServers.bad': a ${{key:...}} reference in args"
+        in res.stdout
+    )
+    assert "'git'" not in res.stdout

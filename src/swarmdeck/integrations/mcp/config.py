@@ -220,3 +220,19 @@ def collect_servers(plugins: Iterable[Plugin], workdir: Path | None) -> McpServe
     for path, data in ordered:
         found.add_file(path, data)
     return found
+
+
+def mcp_problems(plugins: Iterable[Plugin], workdir: Path | None) -> list[Problem]:
+    """What `agents validate` reports of MCP: every `.mcp.json` problem, and each agent's
+    `mcpServers:` naming a server no file declares."""
+    plugins = list(plugins)
+    found = collect_servers(plugins, workdir)
+    problems = list(found.problems)
+    for plugin in plugins:
+        for agent in plugin.agents:
+            problems += [
+                Problem(agent.path, "mcpServers", f"no .mcp.json declares a server {name!r}")
+                for name in agent.mcp_servers or []
+                if name not in found.servers
+            ]
+    return problems

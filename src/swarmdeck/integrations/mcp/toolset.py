@@ -170,7 +170,7 @@ class McpToolset:
                 out.tools.append(same[0])
         return out
 
-    def _tools_of(
+    def tools_of(
         self, conn: ServerConnection, listed: list[ListedTool]
     ) -> tuple[list[Tool], list[str]]:
         """The swarmdeck tools of a connection's listing (built once per start)."""
