@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from swarmdeck.catalog.catalog import Catalog
-from tests.conftest import Store, cli_env, run_cli, write_provider
+from tests.conftest import Store, run_cli, write_provider
+from tests.integration.test_sessions_support import popen_cli
 from tests.integrations.mcp_support import log_lines, stdio_entry, write_mcp_json
 
 pytest.importorskip("mcp")
@@ -60,25 +59,7 @@ def test_once_mcp_tool_cut_by_sigkill_is_not_rerun(
     write_mcp_json(
         workdir, {"alpha": stdio_entry("alpha", log, default=True, effects={"echo": "read"})}
     )
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "swarmdeck",
-            "run",
-            "go",
-            "-m",
-            "fake",
-            "-C",
-            str(workdir),
-            "--mode",
-            "code",
-        ],
-        env=cli_env(sd_home),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    proc = popen_cli(sd_home, "run", "go", "-m", "fake", "-C", str(workdir), "--mode", "code")
     _wait_for_line(log, "alpha:side effect")
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)

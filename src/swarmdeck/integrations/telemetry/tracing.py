@@ -182,85 +182,66 @@ class OtelTracing(Tracing):
         if info.traceparent:
             parent = TraceContextTextMapPropagator().extract({"traceparent": info.traceparent})
         name = f"invoke_agent {info.agent}" if info.agent else "invoke_agent"
-        attrs = self._attrs(
-            {
-                OPERATION: "invoke_agent",
-                AGENT_NAME: info.agent or "swarmdeck",
-                AGENT_ID: info.session_id,
-                CONVERSATION: info.session_id,
-                PROVIDER: info.provider,
-                REQUEST_MODEL: info.model,
-                MODE: info.mode,
-                GENERATION: info.generation,
-                PARENT: info.parent_id,
-            }
-        )
-        with self.tracer.start_as_current_span(
-            name,
-            context=parent,
-            kind=SpanKind.INTERNAL,
-            attributes=attrs,
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
-            try:
-                yield
-            except BaseException as exc:
-                self._fail(span, type(exc).__name__, type(exc).__name__)
-                raise
+        attrs = {
+            OPERATION: "invoke_agent",
+            AGENT_NAME: info.agent or "swarmdeck",
+            AGENT_ID: info.session_id,
+            CONVERSATION: info.session_id,
+            PROVIDER: info.provider,
+            REQUEST_MODEL: info.model,
+            MODE: info.mode,
+            GENERATION: info.generation,
+            PARENT: info.parent_id,
+        }
+        with self._span(name, SpanKind.INTERNAL, attrs, parent):
+            yield
 
     @contextmanager
     def turn(self, info: TurnInfo) -> Iterator[TurnRecorder]:
         from opentelemetry.trace import SpanKind
 
-        attrs = self._attrs(
-            {
-                OPERATION: "chat",
-                PROVIDER: info.provider,
-                REQUEST_MODEL: info.model,
-                CONVERSATION: info.session_id,
-                TURN: info.turn,
-            }
-        )
-        with self.tracer.start_as_current_span(
-            f"chat {info.model}",
-            kind=SpanKind.CLIENT,
-            attributes=attrs,
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
-            recorder = _OtelTurn(self, span)
-            try:
-                yield recorder
-            except BaseException as exc:
-                self._fail(span, type(exc).__name__, type(exc).__name__)
-                raise
+        attrs = {
+            OPERATION: "chat",
+            PROVIDER: info.provider,
+            REQUEST_MODEL: info.model,
+            CONVERSATION: info.session_id,
+            TURN: info.turn,
+        }
+        with self._span(f"chat {info.model}", SpanKind.CLIENT, attrs) as span:
+            yield _OtelTurn(self, span)
 
     @contextmanager
     def tool(self, info: ToolInfo) -> Iterator[ToolRecorder]:
         from opentelemetry.trace import SpanKind
 
-        attrs = self._attrs(
-            {
-                OPERATION: "execute_tool",
-                TOOL_NAME: info.name,
-                TOOL_CALL_ID: info.call_id,
-                TOOL_TYPE: "function",
-                EFFECT: info.effect,
-                CONVERSATION: info.session_id,
-                TOOL_ARGUMENTS: info.arguments if self.capture_content else None,
-            }
-        )
+        attrs = {
+            OPERATION: "execute_tool",
+            TOOL_NAME: info.name,
+            TOOL_CALL_ID: info.call_id,
+            TOOL_TYPE: "function",
+            EFFECT: info.effect,
+            CONVERSATION: info.session_id,
+            TOOL_ARGUMENTS: info.arguments if self.capture_content else None,
+        }
+        with self._span(f"execute_tool {info.name}", SpanKind.INTERNAL, attrs) as span:
+            yield _OtelTool(self, span)
+
+    @contextmanager
+    def _span(
+        self, name: str, kind: Any, attrs: dict[str, Any], parent: Any = None
+    ) -> Iterator[Any]:
+        """A current span with redacted attributes; an exception that passes through marks
+        it failed by its type alone (no message, no traceback: they may hold secrets)."""
         with self.tracer.start_as_current_span(
-            f"execute_tool {info.name}",
-            kind=SpanKind.INTERNAL,
-            attributes=attrs,
+            name,
+            context=parent,
+            kind=kind,
+            attributes=self._attrs(attrs),
             record_exception=False,
             set_status_on_exception=False,
         ) as span:
-            recorder = _OtelTool(self, span)
             try:
-                yield recorder
+                yield span
             except BaseException as exc:
                 self._fail(span, type(exc).__name__, type(exc).__name__)
                 raise
