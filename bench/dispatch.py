@@ -1,5 +1,5 @@
-"""The overhead of `swarmdeck dispatch` around the model, against pilot-workers measured in
-the same run.
+"""The overhead of `swarmdeck dispatch` around the model, on both of its paths, against
+pilot-workers measured in the same run.
 
 A fake LLM server runs in this process at zero latency; each run is a real `dispatch`
 process doing a two-turn explore task (read a file, submit the result). Measured in one
@@ -10,12 +10,15 @@ clock (time.monotonic of this process: the fake server stamps requests with it t
   exit      from the verdict line to the process exit (shutdown; the planner already has
             its answer)
 
-Medians over N runs. Goals: startup < 300 ms, verdict < 100 ms. The same is measured for
-pilot-workers (PyPI) with its OpenCode engine (npm) against the same fake server, when it
-can be installed here; otherwise the bench says why and skips it. Where our time goes is
-shown from `python -X importtime`.
+Two paths of ours: `in-process` (`dispatch --local`: the run starts the engine and the
+provider SDK itself) and `fleet` (a warm `swarmdeck worker`, started by the bench and
+given a few runs to warm up, takes the session; dispatch only hands it over and follows).
+Medians over N runs. Goals on the fleet path: startup <= 300 ms, verdict <= 100 ms.
+pilot-workers (PyPI) with its OpenCode engine (npm) is measured against the same fake
+server when it can be installed here; otherwise the bench says why and skips it. Where the
+fleet path's start goes is shown from `python -X importtime`.
 
-    python bench/dispatch.py [--runs N] [--no-peer] [--peer-cache DIR]
+    python bench/dispatch.py [--runs N] [--no-peer] [--peer-cache DIR] [--store URL]
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -56,6 +60,8 @@ KEY_PACKAGES = (
     "rich",
     "typer",
     "genai_prices",
+    "psycopg",
+    "yaml",
 )
 GOAL_STARTUP_MS = 300
 GOAL_VERDICT_MS = 100
@@ -168,7 +174,14 @@ def measure(
 # --- ours ----------------------------------------------------------------------------------
 
 
-def bench_ours(runs: int, fake: FakeLLM, recorder: Recorder, root: Path) -> dict[str, Any]:
+WARMUP_RUNS = 3
+WORKER_READY_S = 60.0
+
+
+def bench_ours(
+    runs: int, fake: FakeLLM, recorder: Recorder, root: Path, store: str | None
+) -> list[dict[str, Any]]:
+    """Our two paths: in-process (--local), then the fleet (a warm worker)."""
     home = root / "sd-home"
     (home / "providers").mkdir(parents=True)
     (home / "providers" / "bench.yaml").write_text(
@@ -185,16 +198,47 @@ def bench_ours(runs: int, fake: FakeLLM, recorder: Recorder, root: Path) -> dict
     workdir = root / "project"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SWARMDECK_")}
     env["SWARMDECK_HOME"] = str(home)
+    if store:
+        env["SWARMDECK_STORE"] = store
 
-    def argv(tag: str) -> list[str]:
+    def argv(tag: str, *extra: str) -> list[str]:
         return [
             sys.executable, "-m", "swarmdeck", "dispatch", "--provider", "bench", "--mode", "explore",
-            "--workdir", str(workdir), "--task", f"{tag}: what does main return?", "--quiet",
+            "--workdir", str(workdir), "--task", f"{tag}: what does main return?", "--quiet", *extra,
         ]  # fmt: skip
 
-    result = measure("swarmdeck", runs, fake, recorder, argv, env, workdir, '"swarmdeck.verdict"')
-    result["imports"] = import_breakdown(argv("BENCH-i00000"), env, workdir)
-    return result
+    marker = '"swarmdeck.verdict"'
+    local = measure(
+        "in-process", runs, fake, recorder, lambda t: argv(t, "--local"), env, workdir, marker
+    )
+    worker = start_worker(env, workdir)
+    try:
+        measure("warm-up", WARMUP_RUNS, fake, recorder, argv, env, workdir, marker)
+        fleet = measure("fleet", runs, fake, recorder, argv, env, workdir, marker)
+        fleet["imports"] = import_breakdown(argv("BENCH-x00000"), env, workdir)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(timeout=30)
+    return [local, fleet]
+
+
+def start_worker(env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
+    """`swarmdeck worker`, once its lease is registered (its first line says it runs)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "swarmdeck", "worker"],
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    line = proc.stderr.readline().decode(errors="replace")
+    if not line.startswith("worker "):
+        proc.kill()
+        raise RuntimeError(f"the worker did not start: {line!r}")
+    threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep its pipe drained
+    return proc
 
 
 def import_breakdown(argv: list[str], env: dict[str, str], cwd: Path) -> dict[str, float]:
@@ -332,26 +376,39 @@ def bench_peer(
 # --- report --------------------------------------------------------------------------------------
 
 
-def report(ours: dict[str, Any], peer: dict[str, Any] | str) -> None:
-    print(f"\ndispatch overhead, medians over {ours['runs']} runs (fake LLM at zero latency)\n")
-    rows = [ours] if isinstance(peer, str) else [ours, peer]
+def report(ours: list[dict[str, Any]], peer: dict[str, Any] | str) -> None:
+    local, fleet = ours
+    print(f"\ndispatch overhead, medians over {fleet['runs']} runs (fake LLM at zero latency)\n")
+    rows = [local, fleet] if isinstance(peer, str) else [local, fleet, peer]
     print(f"{'':<16}{'startup ms':>12}{'verdict ms':>12}{'exit ms':>10}{'ok':>6}")
     for r in rows:
         print(
             f"{r['name']:<16}{r['startup_ms']:>12.0f}{r['verdict_ms']:>12.0f}{r['exit_ms']:>10.0f}{r['ok']:>6}"
         )
+    met = {
+        k: fleet[f"{k}_ms"] <= goal
+        for k, goal in (("startup", GOAL_STARTUP_MS), ("verdict", GOAL_VERDICT_MS))
+    }
     print(
-        f"\ngoals: startup < {GOAL_STARTUP_MS} ms: {'met' if ours['startup_ms'] < GOAL_STARTUP_MS else 'NOT met'}; "
-        f"verdict < {GOAL_VERDICT_MS} ms: {'met' if ours['verdict_ms'] < GOAL_VERDICT_MS else 'NOT met'}"
+        f"\ngoals on the fleet path: startup <= {GOAL_STARTUP_MS} ms: {'met' if met['startup'] else 'NOT met'}; "
+        f"verdict <= {GOAL_VERDICT_MS} ms: {'met' if met['verdict'] else 'NOT met'}"
     )
+    print("\nratios (below 1: the first is faster)")
+    pairs = [("fleet / in-process", fleet, local)]
     if isinstance(peer, str):
-        print(f"\npeer skipped: {peer}")
+        print(f"  (pilot-workers skipped: {peer})")
     else:
-        print(f"\nratios swarmdeck / pilot-workers {peer['version']} (below 1: we are faster)")
-        for key in ("startup_ms", "verdict_ms", "exit_ms"):
-            print(f"  {key[:-3]:<8} {ours[key] / peer[key]:.2f}")
-    print("\nwhere swarmdeck's startup goes (one cold dispatch; top-level imports, cumulative s):")
-    imports = ours["imports"]
+        pairs += [
+            (f"fleet / pilot-workers {peer['version']}", fleet, peer),
+            ("in-process / pilot-workers", local, peer),
+        ]
+    for label, a, b in pairs:
+        cells = "  ".join(
+            f"{key[:-3]} {a[key] / b[key]:.2f}" for key in ("startup_ms", "verdict_ms", "exit_ms")
+        )
+        print(f"  {label:<34} {cells}")
+    print("\nwhere the fleet path's startup goes (one dispatch; top-level imports, cumulative s):")
+    imports = fleet["imports"]
     top = sorted(
         ((k, v) for k, v in imports.items() if not k.startswith(" ")), key=lambda kv: -kv[1]
     )
@@ -368,6 +425,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--no-peer", action="store_true", help="skip pilot-workers")
+    parser.add_argument("--store", default=None, help="postgresql://... (default: SQLite)")
     parser.add_argument(
         "--peer-cache",
         type=Path,
@@ -380,7 +438,7 @@ def main() -> None:
         root = Path(tmp)
         (root / "project").mkdir()
         (root / "project" / "app.py").write_text("def main():\n    return 42\n")
-        ours = bench_ours(args.runs, fake, recorder, root)
+        ours = bench_ours(args.runs, fake, recorder, root, args.store)
         peer: dict[str, Any] | str = "skipped (--no-peer)"
         if not args.no_peer:
             try:

@@ -13,17 +13,22 @@ telemetry:     # OpenTelemetry traces (the standard OTEL_* variables work as wel
 from __future__ import annotations
 
 import os
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from swarmdeck.errors import ConfigError
 from swarmdeck.filemodes import private_home
 
 HOME_ENV = "SWARMDECK_HOME"
 STORE_ENV = "SWARMDECK_STORE"
+# The host name a process registers under: workers on one machine are told apart from
+# those on others by it (same host: a dead pid is seen at once; another host: by its lease).
+HOSTNAME_ENV = "SWARMDECK_HOSTNAME"
+LEASE_ENV = "SWARMDECK_LEASE_SECONDS"
+WORKER_CONCURRENCY_ENV = "SWARMDECK_WORKER_CONCURRENCY"
+LEASE_SECONDS = 3.0
 SETTINGS_FILE = "settings.yaml"
 SANDBOX_VALUES = {"auto": False, "off": True}
 SETTING_KEYS = {"sandbox", "telemetry"}
@@ -51,6 +56,17 @@ class Settings:
     max_executor_threads: int = 8
     recv_poll_seconds: float = 0.05
     queue_poll_seconds: float = 0.05
+    hostname: str = field(default_factory=socket.gethostname)
+    # A worker's heartbeat is a lease: renewed every beat, it lapses when no beat landed for
+    # lease_seconds, and then any live worker takes the worker's sessions over.
+    heartbeat_seconds: float = 1.0
+    lease_seconds: float = LEASE_SECONDS
+    # Sessions one worker process runs at once, and all workers together (None: no limit).
+    worker_concurrency: int = 1000
+    queue_concurrency: int | None = None
+    # How often a worker looks for sessions handed to the fleet (SQLite; PostgreSQL is told
+    # at once by NOTIFY and looks this often only as a fallback).
+    handover_poll_seconds: float = 0.02
     rollover_iterations: int = 200
     artifact_max_bytes: int = 1_000_000
     retry_after_cap_seconds: float = 60.0
@@ -117,19 +133,44 @@ def load_settings() -> Settings:
     """Settings from the environment and settings.yaml; the home is created on first use."""
     home = ensure_home(home_dir())
     store = os.environ.get(STORE_ENV) or f"sqlite:///{home / 'swarmdeck.sqlite'}"
+    fleet: dict[str, object] = {}
+    if os.environ.get(HOSTNAME_ENV):
+        fleet["hostname"] = os.environ[HOSTNAME_ENV]
+    if os.environ.get(LEASE_ENV):
+        fleet["lease_seconds"] = _positive(LEASE_ENV, float)
+        fleet["heartbeat_seconds"] = min(1.0, float(fleet["lease_seconds"]) / 3)
+    if os.environ.get(WORKER_CONCURRENCY_ENV):
+        fleet["worker_concurrency"] = int(_positive(WORKER_CONCURRENCY_ENV, int))
     return Settings(
         home=home,
         store_url=store,
         no_sandbox=sandbox_opted_out(home),
         system_model=os.environ.get(SYSTEM_MODEL_ENV) or None,
         cleanup_grace_minutes=_minutes(os.environ.get(GRACE_ENV), Settings.cleanup_grace_minutes),
+        **fleet,  # type: ignore[arg-type]
     )
+
+
+def _positive(name: str, kind: type[float] | type[int]) -> float:
+    """A positive number from the environment, or a one-line error saying which is wrong."""
+    from swarmdeck.errors import UsageError
+
+    raw = os.environ[name]
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise UsageError(f"{name}={raw!r} is not a positive number", f"unset {name} or fix it")
+    return value
 
 
 def _user_settings(home: Path) -> dict[str, Any]:
     path = home / SETTINGS_FILE
     if not path.is_file():
         return {}
+    import yaml  # only when there is a file: the fleet path's start-up is counted
+
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:

@@ -112,7 +112,12 @@ class Session:
 
 
 class Swarm:
-    """Durable sessions in this process, on a SQLite file or PostgreSQL."""
+    """Durable sessions on a SQLite file or PostgreSQL: handed to the fleet of workers when
+    one serves the store, else run in this process.
+
+    Sessions go to the fleet only when they need nothing this process alone has: with your
+    own `tools`, or `local=True`, they run here.
+    """
 
     def __init__(
         self,
@@ -120,6 +125,8 @@ class Swarm:
         home: str | Path | None = None,
         tools: list[Tool] | None = None,
         plugins: list[str | Path] | None = None,
+        *,
+        local: bool = False,
     ) -> None:
         # Plugin folders after every tier (the last wins on a name); kept with each session
         # started here, so any worker that takes one over sees the same agents and skills.
@@ -130,6 +137,8 @@ class Swarm:
             os.environ[STORE_ENV] = store
         from swarmdeck.dispatch.schemas import VALIDATORS
 
+        # A worker has the built-in tools only: a session offered others must run here.
+        self.local = local or bool(tools)
         self.host = Host(load_settings(), [*default_tools(), *(tools or [])])
         self.host.services.result_validators.update(VALIDATORS)
         self.host.launch()
@@ -141,8 +150,9 @@ class Swarm:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Stop the MCP servers this process started, then the engine (close())."""
-        await self.host.services.close_toolsets()
+        """Stop the MCP servers this process started and the adapters' pools, then the
+        engine (close())."""
+        await self.host.services.aclose()
         self.close()
 
     def close(self) -> None:
@@ -193,8 +203,10 @@ class Swarm:
             )
         if title is not None:
             request.title = title
-        record = self.host.create_session(request)
-        await self.host.start(record.id)
+        fleet = not self.local and bool(await asyncio.to_thread(self.host.fleet_workers))
+        record = self.host.create_session(request, fleet=fleet)
+        if not fleet:
+            await self.host.start(record.id)
         return Session(self, record.id)
 
     def _named(

@@ -128,8 +128,14 @@ async def test_tool_call_and_result_round_trip(fake: FakeLLM, kind: str) -> None
     assert second.text == "The file says: hello from a.txt"
     body = chat_requests(fake)[1].body
     if kind == "anthropic":
-        assert body["system"] == "You are terse."
+        # One text block, a prompt-cache breakpoint on it, on the tools and on the last
+        # message (see test_prompt_cache.py).
+        assert body["system"] == [
+            {"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}
+        ]
         assert body["tools"][0]["input_schema"] == READ_FILE.parameters
+        assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+        assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
         assert body["max_tokens"] == model.config.output_tokens
     else:
         assert body["messages"][0] == {"role": "system", "content": "You are terse."}

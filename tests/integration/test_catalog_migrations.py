@@ -6,20 +6,32 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import sqlalchemy as sa
+
 from swarmdeck.catalog.catalog import Catalog
 from swarmdeck.catalog.db import create_db_engine
 from swarmdeck.catalog.migrations import add_missing_columns
 from swarmdeck.models.types import Usage
 from tests.conftest import Store
 
-ADDED = ["sd_sessions.active_at", "sd_usage.estimated"]
+ADDED = [
+    "sd_sessions.active_at",
+    "sd_sessions.executor",
+    "sd_sessions.epoch",
+    "sd_usage.estimated",
+    "sd_workers.role",
+]
 
 
 def _drop_new_columns(catalog: Catalog) -> None:
     """Make the store look like one an earlier release created."""
     with catalog.engine.begin() as conn:
         conn.exec_driver_sql("ALTER TABLE sd_sessions DROP COLUMN active_at")
+        conn.exec_driver_sql("DROP INDEX ix_sd_sessions_executor")
+        conn.exec_driver_sql("ALTER TABLE sd_sessions DROP COLUMN executor")
+        conn.exec_driver_sql("ALTER TABLE sd_sessions DROP COLUMN epoch")
         conn.exec_driver_sql("ALTER TABLE sd_usage DROP COLUMN estimated")
+        conn.exec_driver_sql("ALTER TABLE sd_workers DROP COLUMN role")
 
 
 def test_opening_an_older_store_adds_the_missing_columns(store: Store, sd_home: Path) -> None:
@@ -44,8 +56,11 @@ def test_opening_an_older_store_adds_the_missing_columns(store: Store, sd_home: 
     assert {column for found in added for column in found} == set(ADDED)
     reopened = Catalog.open(store.url)
     assert add_missing_columns(reopened.engine) == []
+    indexes = {i["name"] for i in sa.inspect(reopened.engine).get_indexes("sd_sessions")}
+    assert "ix_sd_sessions_executor" in indexes  # the fleet claims by it
     record = reopened.get_session("old")
     assert record.active_at is None
+    assert record.epoch == 0  # the server default fills the rows already there
     reopened.touch_active("old")
     assert reopened.get_session("old").active_at is not None
     totals = reopened.usage_totals(["old"])

@@ -326,14 +326,14 @@ def test_open_run_marks_a_live_session_running_and_counts_its_turns(catalog: Cat
     new_session(catalog, "s")
     for turn in range(3):
         catalog.append_event("s", f"turn:{turn}", "assistant", {"text": "", "tool_calls": []})
-    record, turns = catalog.open_run("s")
+    record, turns = catalog.open_run("s", "test-executor")
     assert (record.status, turns) == ("running", 3)
     assert catalog.get_session("s") == record
     catalog.set_status("s", "failed", error="boom")
-    record, _ = catalog.open_run("s")
+    record, _ = catalog.open_run("s", "test-executor")
     assert (record.status, record.error) == ("failed", "boom")  # an ended session stays ended
     with pytest.raises(NotFoundError):
-        catalog.open_run("nope")
+        catalog.open_run("nope", "test-executor")
 
 
 def test_a_generation_start_is_kept_once_and_removed_with_its_session(catalog: Catalog) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from swarmdeck.cli.app import _register, app
+from swarmdeck.cli.app import COMMAND_MODULES, _register, app
 from tests.conftest import in_parallel, run_cli
 
 # Names that mean ls, show or rm in another spelling.
@@ -39,6 +39,13 @@ def test_no_group_spells_ls_show_or_rm_another_way() -> None:
         assert not visible & STRAGGLERS, (group, sorted(visible & STRAGGLERS))
     worktrees = _groups()["maintain worktrees"]
     assert {n for n, c in worktrees.items() if not getattr(c, "hidden", False)} == {"ls", "rm"}
+
+
+def test_every_command_is_registered_by_importing_its_module_alone() -> None:
+    # The CLI imports only the invoked command's module: one missing from the map would
+    # make its invocation import every module (and pay the others' start-up).
+    _register()
+    assert set(typer.main.get_command(app).commands) == set(COMMAND_MODULES)
 
 
 def test_old_names_still_work_but_are_not_advertised(sd_home: Path, tmp_path: Path) -> None:

@@ -11,7 +11,10 @@ import sqlalchemy as sa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from swarmdeck.catalog.nul_text import ESCAPE, escape_nul, unescape_nul
+from swarmdeck.catalog import schema
+from swarmdeck.catalog.direct import DirectCatalog
+from swarmdeck.catalog.nul_text import ESCAPE, SESSION_TEXT_COLUMNS, escape_nul, unescape_nul
+from swarmdeck.catalog.schema import NulSafeText
 from tests.conftest import Store, run_cli, write_provider
 from tests.integration.test_sessions_support import Agent, Scripted, open_catalog, text
 
@@ -71,6 +74,36 @@ def test_every_free_text_column_holds_nul_on_both_stores(store: Store, sd_home: 
     with catalog.engine.connect() as conn:
         raw = conn.execute(sa.text("SELECT final_text FROM sd_sessions WHERE id = 's1'")).scalar()
     assert raw == escape_nul(NASTY) and "\x00" not in raw
+
+
+def test_the_fleet_paths_bare_driver_stores_and_reads_the_same_text(
+    store: Store, sd_home: Path
+) -> None:
+    # dispatch's fleet path hands sessions over and follows them without SQLAlchemy: it
+    # must escape and read back exactly what the catalog does.
+    catalog = open_catalog()
+    direct = DirectCatalog(store.url)
+    row = {
+        "id": "s2", "parent_id": None, "root_id": "s2", "depth": 0, "agent": None,
+        "model": "fake", "mode": "explore", "workdir": str(sd_home), "run_dir": str(sd_home),
+        "title": NASTY, "system_message": NASTY, "tool_names": None, "options": {},
+    }  # fmt: skip
+    try:
+        direct.hand_over(row, NASTY)
+        stored = catalog.get_session("s2")
+        assert (stored.task, stored.title, stored.system_message) == (NASTY,) * 3
+        catalog.update_session("s2", final_text=NASTY, error=NASTY + "!")
+        read = direct.get_session("s2")
+        assert (read.task, read.title, read.final_text, read.error) == (
+            NASTY,
+            NASTY,
+            NASTY,
+            NASTY + "!",
+        )
+    finally:
+        direct.close()
+    text_columns = {c.name for c in schema.sessions.columns if isinstance(c.type, NulSafeText)}
+    assert set(SESSION_TEXT_COLUMNS) == text_columns
 
 
 POISON_SQLITE = """

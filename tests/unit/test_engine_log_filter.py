@@ -1,11 +1,12 @@
-"""DBOS's warning for a task cancelled on purpose (a process stopping its sessions) is
-dropped; its other warnings still reach every handler."""
+"""DBOS's warnings for what swarmdeck does on purpose (a process stopping its sessions, a
+paused worker's execution taken over) are dropped; its other warnings still reach every
+handler."""
 
 from __future__ import annotations
 
 import logging
 
-from swarmdeck.runtime.engine import quiet_expected_cancels
+from swarmdeck.runtime.engine import quiet_expected_warnings
 
 
 class Keep(logging.Handler):
@@ -17,16 +18,17 @@ class Keep(logging.Handler):
         self.seen.append(record.getMessage())
 
 
-def test_expected_cancels_are_dropped_and_other_warnings_kept() -> None:
+def test_expected_warnings_are_dropped_and_other_warnings_kept() -> None:
     dbos_log = logging.getLogger("dbos")
     keep = Keep()
     dbos_log.addHandler(keep)
     try:
-        quiet_expected_cancels()
-        quiet_expected_cancels()  # once is enough; twice changes nothing
+        quiet_expected_warnings()
+        quiet_expected_warnings()  # once is enough; twice changes nothing
         dbos_log.warning("Asyncio task cancelled for workflow or step <function run_async>")
+        dbos_log.warning("Workflow abc is no longer owned by this execution")
         dbos_log.warning("Workflow %s failed to recover", "abc")
     finally:
         dbos_log.removeHandler(keep)
     assert keep.seen == ["Workflow abc failed to recover"]
-    assert len([f for f in dbos_log.filters if type(f).__name__ == "_ExpectedCancels"]) == 1
+    assert len([f for f in dbos_log.filters if type(f).__name__ == "_ExpectedWarnings"]) == 1

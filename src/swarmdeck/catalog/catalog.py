@@ -13,8 +13,9 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
-from swarmdeck.catalog import schema, statements
+from swarmdeck.catalog import fence, schema, statements
 from swarmdeck.catalog.db import create_db_engine, is_store_failure, store_error
+from swarmdeck.catalog.fence import Fenced
 from swarmdeck.catalog.records import (
     TERMINAL_STATUSES,
     EventRecord,
@@ -33,6 +34,8 @@ Redact = Callable[[str], str]
 # Each lost race for an event's seq is retried, holding the session's lock from the second
 # try on; a newcomer's lock-free first try can still win a seq, so allow many.
 APPEND_ATTEMPTS = 50
+# The PostgreSQL channel a session handed to the fleet is announced on.
+HANDOVER_CHANNEL = "swarmdeck_handover"
 
 
 def _lock_session(conn: sa.Connection, session_id: str) -> None:
@@ -136,9 +139,13 @@ class Catalog:
         system_message: str | None = None,
         tool_names: list[str] | None = None,
         options: dict[str, Any] | None = None,
+        executor: str | None = None,
     ) -> SessionRecord:
         """Insert a pending session with its task as the transcript's first entry, in one
-        transaction; inserting the same id again returns the stored one."""
+        transaction; inserting the same id again returns the stored one.
+
+        `executor` is the process that will start it; None hands it to the fleet: any live
+        worker takes it (see take_handover)."""
         _refuse_secret_id(self.redact, session_id, "session id")
         now = time.time()
         row = {
@@ -159,6 +166,8 @@ class Catalog:
             "options": self._json(options or {}),
             "created_at": now,
             "updated_at": now,
+            "executor": executor,
+            "epoch": 0,
         }
         task_event = {
             "b_session": session_id,
@@ -223,12 +232,17 @@ class Catalog:
             raise _no_session(session_id)
         return record
 
-    def open_run(self, session_id: str) -> tuple[SessionRecord, int]:
-        """The session as a worker starts to run it, marked running unless it has ended,
-        with the number of model turns in its transcript: one transaction."""
+    def open_run(self, session_id: str, executor: str) -> tuple[SessionRecord, int]:
+        """The session as an execution of its workflow starts to run it: claimed by this
+        executor under a new epoch (see fence), marked running unless it has ended, with
+        the number of model turns in its transcript. One transaction."""
         with self.engine.begin() as conn:
             conn.execute(
                 statements.SET_LIVE_STATUS, self._status_params(session_id, "running", None)
+            )
+            conn.execute(
+                statements.CLAIM_RUN,
+                {"b_session": session_id, "b_executor": executor, "b_ts": time.time()},
             )
             row = conn.execute(statements.SESSION_BY_ID, {"b_session": session_id}).first()
             if row is None:
@@ -237,6 +251,86 @@ class Catalog:
                 statements.COUNT_OF_KIND, {"b_session": session_id, "b_kind": "assistant"}
             ).scalar_one()
         return SessionRecord.from_row(row), turns
+
+    def claim_run(self, session_id: str, executor: str) -> int:
+        """Claim the session for a new execution of its workflow (a rerun: see open_run);
+        returns the new epoch."""
+        with self.engine.begin() as conn:
+            epoch = conn.execute(
+                statements.CLAIM_RUN.returning(schema.sessions.c.epoch),
+                {"b_session": session_id, "b_executor": executor, "b_ts": time.time()},
+            ).scalar()
+        if epoch is None:
+            raise _no_session(session_id)
+        return int(epoch)
+
+    def take_handover(self, executor: str, limit: int) -> list[str]:
+        """Claim up to `limit` sessions handed to the fleet (pending, no executor) for this
+        executor, oldest first; returns the ids won (another worker may win some)."""
+        sessions = schema.sessions
+        with self._reads.connect() as conn:
+            ids = [
+                r[0]
+                for r in conn.execute(
+                    sa.select(sessions.c.id)
+                    .where(sessions.c.status == "pending", sessions.c.executor.is_(None))
+                    .order_by(sessions.c.created_at)
+                    .limit(limit)
+                )
+            ]
+        won = []
+        for sid in ids:
+            with self.engine.begin() as conn:
+                claimed = conn.execute(
+                    sessions.update()
+                    .where(
+                        sessions.c.id == sid,
+                        sessions.c.executor.is_(None),
+                        sessions.c.status == "pending",
+                    )
+                    .values(executor=executor)
+                ).rowcount
+            if claimed == 1:
+                won.append(sid)
+        return won
+
+    def running_by_executor(self) -> dict[str, int]:
+        """How many live sessions each executor runs (pending ones are not running yet)."""
+        sessions = schema.sessions
+        with self._reads.connect() as conn:
+            rows = conn.execute(
+                sa.select(sessions.c.executor, sa.func.count())
+                .where(
+                    sessions.c.executor.is_not(None),
+                    sessions.c.status.not_in([*TERMINAL_STATUSES, "pending"]),
+                )
+                .group_by(sessions.c.executor)
+            ).all()
+        return {r[0]: r[1] for r in rows}
+
+    def queue_depth(self) -> tuple[int, int]:
+        """Sessions waiting to run: all pending ones, and of them those handed to the fleet
+        that no worker took yet."""
+        sessions = schema.sessions
+        with self._reads.connect() as conn:
+            rows = conn.execute(
+                sa.select(sessions.c.executor.is_(None), sa.func.count())
+                .where(sessions.c.status == "pending")
+                .group_by(sessions.c.executor.is_(None))
+            ).all()
+        counts = {bool(r[0]): r[1] for r in rows}
+        return sum(counts.values()), counts.get(True, 0)
+
+    def pending_of(self, executors: list[str]) -> list[SessionRecord]:
+        """Sessions still pending that these executors were to start."""
+        sessions = schema.sessions
+        with self._reads.connect() as conn:
+            rows = conn.execute(
+                sa.select(sessions).where(
+                    sessions.c.status == "pending", sessions.c.executor.in_(executors)
+                )
+            )
+            return [SessionRecord.from_row(r) for r in rows]
 
     def resolve_session_id(self, prefix: str) -> str:
         """Expand a unique id prefix, as git does for commits; a system agent's id (say
@@ -300,9 +394,20 @@ class Catalog:
         return current + 1
 
     def update_session(self, session_id: str, **fields: Any) -> None:
-        """Set columns of a session (status, result, final_text, error...)."""
+        """Set columns of a session (status, result, final_text, error...); fenced."""
         with self.engine.begin() as conn:
-            conn.execute(self._update(session_id, fields))
+            if conn.execute(self._update(session_id, fields)).rowcount == 0:
+                self._check_fence(conn, session_id)
+
+    def _check_fence(self, conn: sa.Connection, session_id: str) -> None:
+        """After a fenced write changed nothing: Fenced when this execution's epoch is no
+        longer the session's (an unknown session changed nothing either, and passes)."""
+        epoch = fence.epoch_for(session_id)
+        if epoch is None:
+            return
+        row = conn.execute(statements.SESSION_EPOCH, {"b_session": session_id}).first()
+        if row is not None and row[0] != epoch:
+            raise Fenced(session_id)
 
     def _update(self, session_id: str, fields: dict[str, Any]) -> sa.Update:
         fields = dict(fields)
@@ -314,7 +419,10 @@ class Catalog:
         if "options" in fields:
             fields["options"] = json.dumps(fields["options"])
         fields["updated_at"] = time.time()
-        return schema.sessions.update().where(schema.sessions.c.id == session_id).values(**fields)
+        sessions = schema.sessions
+        update = sessions.update().where(sessions.c.id == session_id).values(**fields)
+        epoch = fence.epoch_for(session_id)
+        return update if epoch is None else update.where(sessions.c.epoch == epoch)
 
     def end_session(
         self,
@@ -339,7 +447,7 @@ class Catalog:
         try:
             with self.engine.begin() as conn:
                 _lock_session(conn, session_id)
-                conn.execute(statements.INSERT_EVENT, event)
+                self._insert_event(conn, event)
                 conn.execute(self._update(session_id, fields))
                 if notice is not None:
                     self._post(conn, notice)
@@ -348,6 +456,16 @@ class Catalog:
                 return False
             raise  # another constraint refused the end: the caller must know
         return True
+
+    def _insert_event(self, conn: sa.Connection, params: dict[str, Any]) -> None:
+        """Insert one transcript entry; under a fence, only while the epoch holds."""
+        epoch = fence.epoch_for(params["b_session"])
+        if epoch is None:
+            conn.execute(statements.INSERT_EVENT, params)
+        else:
+            landed = conn.execute(statements.INSERT_EVENT_FENCED, {**params, "b_epoch": epoch})
+            if landed.first() is None:
+                raise Fenced(params["b_session"])
 
     def set_status(self, session_id: str, status: str, *, error: str | None = None) -> None:
         """Move a live session to a new status. An ended session keeps its end: a step of a
@@ -463,6 +581,50 @@ class Catalog:
                 )
         return [InboxItem(r.id, r.msg_id, r.kind, json.loads(r.payload)) for r in rows]
 
+    def last_inbox_id(self) -> int:
+        """The id of the newest message in any inbox (0 when none)."""
+        with self._reads.connect() as conn:
+            return conn.execute(sa.select(sa.func.max(schema.inbox.c.id))).scalar() or 0
+
+    def mail_since(self, after_id: int, executor: str) -> tuple[int, list[tuple[int, str]]]:
+        """Messages from someone (a user message, an answer) after a cursor, not yet taken,
+        to sessions this executor runs, as (message id, session id); with the newest id of
+        any inbox."""
+        inbox, sessions = schema.inbox, schema.sessions
+        with self._reads.connect() as conn:
+            newest = conn.execute(sa.select(sa.func.max(inbox.c.id))).scalar() or 0
+            rows = conn.execute(
+                sa.select(inbox.c.id, inbox.c.session_id)
+                .join(sessions, sessions.c.id == inbox.c.session_id)
+                .where(
+                    inbox.c.id > after_id,
+                    inbox.c.consumed_by.is_(None),
+                    inbox.c.kind.in_(["user", "answer"]),
+                    sessions.c.executor == executor,
+                )
+            ).all()
+        return newest, [(r[0], r[1]) for r in rows]
+
+    def cancelled_since(self, since: float, executor: str) -> list[str]:
+        """Sessions run by this executor that were cancelled since a time."""
+        sessions = schema.sessions
+        with self._reads.connect() as conn:
+            rows = conn.execute(
+                sa.select(sessions.c.id).where(
+                    sessions.c.executor == executor,
+                    sessions.c.status == "cancelled",
+                    sessions.c.updated_at >= since,
+                )
+            ).all()
+        return [r[0] for r in rows]
+
+    def notify_handover(self) -> None:
+        """Tell the workers listening (PostgreSQL) that a session was handed to the fleet;
+        on SQLite they look often instead."""
+        if not self.is_sqlite:
+            with self.engine.begin() as conn:
+                conn.exec_driver_sql(f"NOTIFY {HANDOVER_CHANNEL}")
+
     def has_message(self, session_id: str, msg_id: str) -> bool:
         """True when a message with this id was delivered to the session (taken or not)."""
         inbox = schema.inbox
@@ -532,7 +694,7 @@ class Catalog:
                             statements.INSERT_USAGE,
                             {"session_id": session_id, "ts": time.time(), **usage_row},
                         )
-                    conn.execute(statements.INSERT_EVENT, {**params, "b_ts": time.time()})
+                    self._insert_event(conn, {**params, "b_ts": time.time()})
                 return True
             except IntegrityError:
                 if self.has_event(session_id, key):
@@ -657,23 +819,7 @@ class Catalog:
         totals = UsageTotals()
         with self._reads.connect() as conn:
             for r in conn.execute(q):
-                totals.turns += 1
-                for name in ("input", "output", "reasoning", "cache_read", "cache_write"):
-                    setattr(totals, name, getattr(totals, name) + getattr(r, name))
-                if r.cost_usd is not None:
-                    totals.cost_usd = (totals.cost_usd or 0.0) + r.cost_usd
-                totals.estimated_turns += int(bool(r.estimated))
-                key = f"{r.provider}:{r.model}"
-                row = totals.by_model.setdefault(
-                    key,
-                    {"turns": 0, "input": 0, "output": 0, "cost_usd": None, "estimated_turns": 0},
-                )
-                row["turns"] += 1
-                row["input"] += r.input
-                row["output"] += r.output
-                row["estimated_turns"] += int(bool(r.estimated))
-                if r.cost_usd is not None:
-                    row["cost_usd"] = (row["cost_usd"] or 0.0) + r.cost_usd
+                totals.add(r)
         return totals
 
     # -- activity ---------------------------------------------------------------------
@@ -716,6 +862,15 @@ class Catalog:
             ).first()
         return dict(row._mapping) if row else None
 
+    def artifact_names(self, session_id: str, since: float | None) -> list[str]:
+        """Names of the session's artifacts (written since a time), oldest first."""
+        table = schema.artifacts
+        query = sa.select(table.c.name).where(table.c.session_id == session_id)
+        if since is not None:
+            query = query.where(table.c.ts >= since)
+        with self._reads.connect() as conn:
+            return [row[0] for row in conn.execute(query.order_by(table.c.ts))]
+
     def artifacts_of(self, session_ids: Iterable[str]) -> list[dict[str, Any]]:
         """Artifacts of these sessions, oldest first."""
         table = schema.artifacts
@@ -730,14 +885,18 @@ class Catalog:
     # -- once-effect marks ------------------------------------------------------------
 
     def mark_tool_started(self, session_id: str, call_key: str) -> bool:
-        """Record that a `once` tool is starting; False when it had started before."""
+        """Record that a `once` tool is starting; False when it had started before. Fenced:
+        a worker whose session was taken over must not start a side effect."""
+        params = {"b_session": session_id, "b_key": call_key, "b_ts": time.time()}
+        epoch = fence.epoch_for(session_id)
         try:
             with self.engine.begin() as conn:
-                conn.execute(
-                    schema.tool_marks.insert().values(
-                        session_id=session_id, call_key=call_key, started_at=time.time()
-                    )
-                )
+                if epoch is None:
+                    conn.execute(statements.INSERT_TOOL_MARK, params)
+                else:
+                    fenced = {**params, "b_epoch": epoch}
+                    if conn.execute(statements.INSERT_TOOL_MARK_FENCED, fenced).first() is None:
+                        raise Fenced(session_id)
             return True
         except IntegrityError:
             return False

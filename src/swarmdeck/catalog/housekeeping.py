@@ -194,23 +194,3 @@ def compact(catalog: Catalog) -> None:
         for schema_name, table in _tables(conn):
             qualified = f'"{schema_name}"."{table}"' if schema_name else f'"{table}"'
             auto.exec_driver_sql(f"VACUUM ANALYZE {qualified}")
-
-
-def supervisors(catalog: Catalog) -> list[dict[str, Any]]:
-    """Rows of sd_supervisors (the fleet's `worker --processes` supervisors)."""
-    with catalog.engine.connect() as conn:
-        return [dict(r._mapping) for r in conn.execute(sa.select(schema.supervisors))]
-
-
-def set_supervisor_processes(catalog: Catalog, supervisor_id: str, processes: int) -> bool:
-    """Write a supervisor's desired process count; False when it is not there."""
-    table = schema.supervisors
-    with catalog.engine.begin() as conn:
-        return (
-            conn.execute(
-                table.update()
-                .where(table.c.supervisor_id == supervisor_id)
-                .values(processes=processes)
-            ).rowcount
-            == 1
-        )

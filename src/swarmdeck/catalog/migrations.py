@@ -31,6 +31,10 @@ def add_missing_columns(engine: sa.Engine) -> list[str]:
                 continue
             _add(engine, table, column)
             added.append(f"{table.name}.{column.name}")
+            # A column declared with index=True is looked up by it (sd_sessions.executor).
+            for index in table.indexes:
+                if column.name in index.columns:
+                    _index(engine, index)
     return added
 
 
@@ -66,4 +70,13 @@ def _add(engine: sa.Engine, table: sa.Table, column: sa.Column) -> None:
             conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {guard}{spec}")
     except (OperationalError, ProgrammingError) as exc:
         if "duplicate column" not in str(exc).lower():
+            raise
+
+
+def _index(engine: sa.Engine, index: sa.Index) -> None:
+    """CREATE INDEX, tolerating a concurrent process that created it first."""
+    try:
+        index.create(engine, checkfirst=True)
+    except (OperationalError, ProgrammingError) as exc:
+        if "already exists" not in str(exc).lower():
             raise

@@ -8,14 +8,13 @@ stored as U+E000 "0" and U+E000 itself as U+E000 U+E000. Text without either cha
 which is all text in practice, is stored as it is.
 
 Only free-text columns need this: JSON columns hold NUL as the escape `\\u0000` already.
+The column type is schema.NulSafeText; this module is plain Python, so the fleet path's
+bare-driver catalog (direct.py) stores and reads the same text without SQLAlchemy.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
-
-import sqlalchemy as sa
 
 ESCAPE = "\ue000"
 _ESCAPED = re.compile(ESCAPE + "(.)", re.DOTALL)
@@ -35,14 +34,5 @@ def unescape_nul(stored: str) -> str:
     return _ESCAPED.sub(lambda m: "\x00" if m.group(1) == "0" else m.group(1), stored)
 
 
-class NulSafeText(sa.types.TypeDecorator[str]):
-    """`Text` that escapes NUL on the way in and restores it on the way out."""
-
-    impl = sa.Text
-    cache_ok = True
-
-    def process_bind_param(self, value: Any, dialect: sa.Dialect) -> Any:
-        return escape_nul(value) if isinstance(value, str) else value
-
-    def process_result_value(self, value: Any, dialect: sa.Dialect) -> Any:
-        return unescape_nul(value) if isinstance(value, str) else value
+# The sessions' free-text columns (schema.NulSafeText), for readers without SQLAlchemy.
+SESSION_TEXT_COLUMNS = ("title", "task", "system_message", "final_text", "error")

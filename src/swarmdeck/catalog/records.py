@@ -52,6 +52,8 @@ class SessionRecord:
     generation: int
     created_at: float
     updated_at: float
+    executor: str | None = None
+    epoch: int = 0
     active_at: float | None = None
 
     @property
@@ -67,7 +69,12 @@ class SessionRecord:
     @classmethod
     def from_row(cls, row: Any) -> SessionRecord:
         """Build from a SQLAlchemy row mapping."""
-        m = dict(row._mapping)
+        return cls.from_mapping(dict(row._mapping))
+
+    @classmethod
+    def from_mapping(cls, m: dict[str, Any]) -> SessionRecord:
+        """Build from a row as a dict of its columns."""
+        m = dict(m)
         m["tool_names"] = json.loads(m["tool_names"]) if m["tool_names"] else None
         m["options"] = json.loads(m["options"] or "{}")
         m["result"] = json.loads(m["result"]) if m["result"] else None
@@ -89,9 +96,12 @@ class EventRecord:
     @classmethod
     def from_row(cls, row: Any) -> EventRecord:
         """Build from a SQLAlchemy row mapping."""
-        m = dict(row._mapping)
-        m["payload"] = json.loads(m["payload"])
-        return cls(**m)
+        return cls.from_mapping(dict(row._mapping))
+
+    @classmethod
+    def from_mapping(cls, m: dict[str, Any]) -> EventRecord:
+        """Build from a row as a dict of its columns."""
+        return cls(**{**m, "payload": json.loads(m["payload"])})
 
 
 @dataclass
@@ -136,11 +146,47 @@ class UsageTotals:
     estimated_turns: int = 0
     by_model: dict[str, dict[str, Any]] = field(default_factory=dict)
 
+    def add(self, row: Any) -> None:
+        """Count one turn's usage row (anything with the usage table's columns as attributes
+        or keys)."""
+        get = row.get if isinstance(row, dict) else lambda name: getattr(row, name)
+        self.turns += 1
+        for name in ("input", "output", "reasoning", "cache_read", "cache_write"):
+            setattr(self, name, getattr(self, name) + get(name))
+        cost = get("cost_usd")
+        if cost is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + cost
+        estimated = int(bool(get("estimated")))
+        self.estimated_turns += estimated
+        per_model = self.by_model.setdefault(
+            f"{get('provider')}:{get('model')}",
+            {
+                "turns": 0,
+                "input": 0,
+                "output": 0,
+                "cache_read": 0,
+                "cache_write": 0,
+                "cost_usd": None,
+                "estimated_turns": 0,
+            },
+        )
+        per_model["turns"] += 1
+        for name in ("input", "output", "cache_read", "cache_write"):
+            per_model[name] += get(name)
+        per_model["estimated_turns"] += estimated
+        if cost is not None:
+            per_model["cost_usd"] = (per_model["cost_usd"] or 0.0) + cost
+
     @property
     def estimated_note(self) -> str:
         """ " (estimated)" when these counts are estimates, " (partly estimated)" when some
         turns' are, "" when every provider reported them."""
         return estimated_note(self.estimated_turns, self.turns)
+
+    @property
+    def cache_share(self) -> float | None:
+        """The share of input tokens a prompt cache served (None before any input)."""
+        return cache_share(self.input, self.cache_read, self.cache_write)
 
     def tokens(self) -> dict[str, int]:
         """The token counts as the contract prints them."""
@@ -151,3 +197,9 @@ class UsageTotals:
             "cache_read": self.cache_read,
             "cache_write": self.cache_write,
         }
+
+
+def cache_share(uncached: int, read: int, written: int) -> float | None:
+    """Cached input tokens over all input tokens (None when there were none)."""
+    total = uncached + read + written
+    return read / total if total else None

@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 
-from swarmdeck.catalog.nul_text import NulSafeText
+from swarmdeck.catalog.nul_text import escape_nul, unescape_nul
 
 metadata = sa.MetaData()
+
+
+class NulSafeText(sa.types.TypeDecorator[str]):
+    """`Text` that escapes NUL on the way in and restores it on the way out."""
+
+    impl = sa.Text
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: sa.Dialect) -> Any:
+        return escape_nul(value) if isinstance(value, str) else value
+
+    def process_result_value(self, value: Any, dialect: sa.Dialect) -> Any:
+        return unescape_nul(value) if isinstance(value, str) else value
+
 
 sessions = sa.Table(
     "sd_sessions",
@@ -35,6 +51,13 @@ sessions = sa.Table(
     sa.Column("generation", sa.Integer, nullable=False, default=0),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
+    # The executor (sd_workers) answerable for the session: it starts it (while pending) or
+    # runs it. Null while pending: handed to the fleet, for any live worker to take.
+    sa.Column("executor", sa.String(128), index=True),
+    # Raised by every execution of the session's workflow as it starts (a takeover starts
+    # one): a journaled write names the epoch it ran under and lands only while that is
+    # still the session's, so a paused worker that comes back cannot commit a step.
+    sa.Column("epoch", sa.Integer, nullable=False, default=0, server_default="0"),
     # When the session last showed it is working between transcript entries (a model
     # streaming a long answer), for whoever watches it for idleness from another process.
     sa.Column("active_at", sa.Float),
@@ -113,6 +136,26 @@ workers = sa.Table(
     sa.Column("heartbeat_at", sa.Float, nullable=False),
     sa.Column("stopped", sa.Boolean, nullable=False, default=False),
     sa.Column("recovered_by", sa.String(128)),
+    sa.Column("recovered_at", sa.Float),
+    # `worker` (serves the fleet's queue) or `local` (a run, the SDK: runs its own sessions).
+    sa.Column("role", sa.String(16), nullable=False, default="local", server_default="local"),
+    # The sandbox its tools run in (bwrap, landlock, none) and why, recorded by a process
+    # that serves the fleet's queue: a run handed to the fleet reports the worker's.
+    sa.Column("sandbox", sa.String(16)),
+    sa.Column("sandbox_reason", sa.Text),
+)
+
+# A `swarmdeck worker --processes N` supervisor: it keeps `processes` engine processes
+# running and scales to the value found here, which others (the scale_workers tool) write.
+supervisors = sa.Table(
+    "sd_supervisors",
+    metadata,
+    sa.Column("supervisor_id", sa.String(128), primary_key=True),
+    sa.Column("hostname", sa.String(255)),
+    sa.Column("pid", sa.Integer),
+    sa.Column("processes", sa.Integer, nullable=False),
+    sa.Column("heartbeat_at", sa.Float, nullable=False),
+    sa.Column("stopped", sa.Boolean, nullable=False, default=False, server_default=sa.false()),
 )
 
 # Side effects marked `once` record their start here; a rerun after a crash finds the
@@ -150,19 +193,6 @@ system_agents = sa.Table(
     sa.Column("plugins", sa.Text, nullable=False, default="[]"),  # JSON list of folders
     sa.Column("restarted_at", sa.Float, nullable=False, default=0.0),
     sa.Column("updated_at", sa.Float, nullable=False),
-)
-
-# Supervisors of `swarmdeck worker --processes N` (the fleet's table; scale_workers writes
-# the desired process count here).
-supervisors = sa.Table(
-    "sd_supervisors",
-    metadata,
-    sa.Column("supervisor_id", sa.String(128), primary_key=True),
-    sa.Column("hostname", sa.String(255)),
-    sa.Column("pid", sa.Integer),
-    sa.Column("processes", sa.Integer, nullable=False),
-    sa.Column("heartbeat_at", sa.Float, nullable=False),
-    sa.Column("stopped", sa.Boolean, nullable=False, default=False),
 )
 
 

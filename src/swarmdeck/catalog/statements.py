@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from swarmdeck.catalog import schema
-from swarmdeck.catalog.nul_text import NulSafeText
 from swarmdeck.catalog.records import TERMINAL_STATUSES
+from swarmdeck.catalog.schema import NulSafeText
 
 _events, _sessions, _inbox = schema.events, schema.sessions, schema.inbox
 _session = sa.bindparam("b_session", type_=sa.String)
@@ -44,15 +44,52 @@ COUNT_OF_KIND = sa.select(sa.func.count()).where(
     _events.c.session_id == _session, _events.c.kind == sa.bindparam("b_kind")
 )
 
-INSERT_EVENT = _events.insert().values(
-    session_id=_session,
-    seq=sa.select(sa.func.coalesce(sa.func.max(_events.c.seq), 0) + 1)
+_event_values = {
+    "session_id": _session,
+    "seq": sa.select(sa.func.coalesce(sa.func.max(_events.c.seq), 0) + 1)
     .where(_events.c.session_id == _session)
     .scalar_subquery(),
-    key=sa.bindparam("b_key", type_=sa.String),
-    kind=sa.bindparam("b_kind", type_=sa.String),
-    payload=sa.bindparam("b_payload", type_=sa.Text),
-    ts=sa.bindparam("b_ts", type_=sa.Float),
+    "key": sa.bindparam("b_key", type_=sa.String),
+    "kind": sa.bindparam("b_kind", type_=sa.String),
+    "payload": sa.bindparam("b_payload", type_=sa.Text),
+    "ts": sa.bindparam("b_ts", type_=sa.Float),
+}
+INSERT_EVENT = _events.insert().values(**_event_values)
+
+# The session still runs under the writer's epoch (see fence.py).
+_epoch_holds = sa.exists().where(
+    _sessions.c.id == _session, _sessions.c.epoch == sa.bindparam("b_epoch", type_=sa.Integer)
+)
+
+
+def _fenced_insert(table: sa.Table, values: dict[str, sa.ColumnElement]) -> sa.Insert:
+    """INSERT ... SELECT these values WHERE the epoch holds, returning the row's session:
+    nothing returned when it does not (a rowcount is not reported for every driver)."""
+    select = sa.select(*(v.label(k) for k, v in values.items())).where(_epoch_holds)
+    return table.insert().from_select(list(values), select).returning(table.c.session_id)
+
+
+INSERT_EVENT_FENCED = _fenced_insert(_events, _event_values)
+
+_mark_values = {
+    "session_id": _session,
+    "call_key": sa.bindparam("b_key", type_=sa.String),
+    "started_at": sa.bindparam("b_ts", type_=sa.Float),
+}
+INSERT_TOOL_MARK = schema.tool_marks.insert().values(**_mark_values)
+INSERT_TOOL_MARK_FENCED = _fenced_insert(schema.tool_marks, _mark_values)
+
+SESSION_EPOCH = sa.select(_sessions.c.epoch).where(_sessions.c.id == _session)
+
+# A new execution of the session's workflow claims it: its executor, the next epoch.
+CLAIM_RUN = (
+    _sessions.update()
+    .where(_sessions.c.id == _session)
+    .values(
+        executor=sa.bindparam("b_executor", type_=sa.String),
+        epoch=_sessions.c.epoch + 1,
+        updated_at=sa.bindparam("b_ts", type_=sa.Float),
+    )
 )
 
 INSERT_USAGE = schema.usage.insert()

@@ -18,27 +18,50 @@ app = typer.Typer(
 )
 
 
-def _register() -> None:
-    # Command modules register themselves on import; kept here so `app` has them all.
-    from swarmdeck.cli import (  # noqa: F401
-        agents,
-        artifacts,
-        demo,
-        dispatch,
-        fake_llm,
-        init,
-        keys,
-        maintain,
-        mcp,
-        providers,
-        run,
-        sessions,
-        skills,
-        status,
-        system,
-        usage,
-        worker,
-    )
+# The module that registers each command: a command needs only its own module imported,
+# and a planner's `dispatch` should not wait for the others (the fleet path's start-up
+# must stay well under a second).
+COMMAND_MODULES = {
+    "agents": "agents",
+    "artifacts": "artifacts",
+    "demo": "demo",
+    "dispatch": "dispatch",
+    "fanout": "dispatch",
+    "template": "dispatch",
+    "fake-llm": "fake_llm",
+    "init": "init",
+    "uninstall": "init",
+    "key": "keys",
+    "maintain": "maintain",
+    "mcp": "mcp",
+    "provider": "providers",
+    "run": "run",
+    "sessions": "sessions",
+    "skills": "skills",
+    "status": "status",
+    "system": "system",
+    "usage": "usage",
+    "worker": "worker",
+    "workers": "workers",
+}
+
+
+@app.callback()
+def _group() -> None:
+    # A callback keeps `swarmdeck NAME` a group even when only NAME's module is registered.
+    pass
+
+
+def _register(argv: list[str] | None = None) -> None:
+    """Import the module of the command named on the command line (all of them for the
+    top-level help, an unknown name or no command line); command modules register
+    themselves on import."""
+    import importlib
+
+    name = next((a for a in argv or [] if not a.startswith("-")), None)
+    modules = [COMMAND_MODULES[name]] if name in COMMAND_MODULES else COMMAND_MODULES.values()
+    for module in dict.fromkeys(modules):
+        importlib.import_module(f"swarmdeck.cli.{module}")
 
 
 def _fail(message: str, code: int) -> None:
@@ -50,7 +73,7 @@ def main() -> None:
     """Entry point: run the app; turn every error into one line and an exit code."""
     from typer._click import exceptions as click_errors
 
-    _register()
+    _register(sys.argv[1:])
     try:
         code = app(standalone_mode=False)
     except typer.Exit as exc:

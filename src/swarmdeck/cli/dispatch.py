@@ -16,7 +16,6 @@ from typer.core import TyperCommand
 
 from swarmdeck.cli.app import app
 from swarmdeck.dispatch.stdout import ContractStdout
-from swarmdeck.dispatch.verdict import EXIT_USAGE, error_line
 from swarmdeck.errors import SwarmdeckError, UsageError
 
 ProviderOpt = Annotated[
@@ -81,6 +80,20 @@ MaxChildrenOpt = Annotated[
     ),
 ]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")]
+LocalOpt = Annotated[
+    bool,
+    typer.Option(
+        "--local",
+        help="Run in this process even when a worker (`swarmdeck worker`) serves the store.",
+    ),
+]
+DetachOpt = Annotated[
+    bool,
+    typer.Option(
+        "--detach",
+        help="Hand the session to the fleet's workers and return at once (prints its started line).",
+    ),
+]
 NoSandboxOpt = Annotated[
     bool,
     typer.Option(
@@ -92,6 +105,8 @@ NoSandboxOpt = Annotated[
 
 def fail(message: str, hint: str, *, json_line: bool, out: Any = None) -> NoReturn:
     """Exit 2 with one line on stderr and, for planner commands, the error line on stdout."""
+    from swarmdeck.dispatch.verdict import EXIT_USAGE, error_line
+
     if json_line:
         (out or sys.stdout).write(error_line(message, hint) + "\n")
         (out or sys.stdout).flush()
@@ -175,7 +190,13 @@ def run_contract(out: ContractStdout, opts: Any, *, started_line: bool) -> int:
                 file=sys.stderr,
             )
 
-    return Runner(plan, on_started, lambda v: out.emit(v.line())).run().exit_code
+    runner = Runner(plan, on_started, lambda v: out.emit(v.line()))
+    if opts.detach:
+        started = runner.detach()
+        if not started_line:
+            out.emit(started.session_id)
+        return 0
+    return runner.run().exit_code
 
 
 def contract_main(values: dict[str, Any], *, started_line: bool, json_errors: bool) -> None:
@@ -256,12 +277,17 @@ def dispatch(
     max_cost: MaxCostOpt = None,
     max_children: MaxChildrenOpt = None,
     quiet: QuietOpt = False,
+    local: LocalOpt = False,
+    detach: DetachOpt = False,
     max_steps: MaxStepsOpt = None,
     no_sandbox: NoSandboxOpt = False,
 ) -> None:
-    """Run one bounded task on a worker. stdout: exactly two JSON lines, started and verdict."""
+    """Run one bounded task on a worker. stdout: exactly two JSON lines, started and verdict
+    (with --detach: the started line alone)."""
     contract_main(
         {
+            "local": local,
+            "detach": detach,
             "provider": provider,
             "mode": mode,
             "workdir": workdir,

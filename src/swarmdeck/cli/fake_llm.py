@@ -28,6 +28,13 @@ def fake_llm(
     events), `usage` ({input, output...}) and `fault` ({status, retry_after,
     times, body, cut_stream, malformed_arguments, ignore_stream, empty_stream,
     omit_usage}). Unknown keys are refused.
+
+    Beside `scenarios`, `context_tokens` gives the model a window: a prompt that,
+    with its max_tokens, is over it is refused as `overflow` says: `vendor` (the
+    default: OpenAI's `context_length_exceeded` 400, Anthropic's `prompt is too
+    long`), `vllm` or `llamacpp` (their 400s), or `empty_stream` (llama.cpp's 200
+    with nothing in it). Cached tokens are reported as the vendors do: OpenAI's
+    for the longest prefix seen before, Anthropic's at `cache_control` breakpoints.
     """
     from swarmdeck.testing.fake_llm import run_fake_llm
 

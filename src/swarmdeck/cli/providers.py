@@ -105,6 +105,15 @@ def add(
         float | None,
         typer.Option(min=0, help="Seconds to wait for a call to answer (timeout_s; default 600)."),
     ] = None,
+    compact_at: Annotated[
+        float | None,
+        typer.Option(
+            min=0.1,
+            max=1.0,
+            help="Share of the window (less the output) a prompt may fill before the "
+            "older turns are summarized (default 0.75).",
+        ),
+    ] = None,
 ) -> None:
     """Add (or replace) a user provider file under the home dir.
 
@@ -117,6 +126,7 @@ def add(
 
     optional = {"context_tokens": context_tokens, "output_tokens": output_tokens}
     optional["timeout_s"] = timeout
+    optional["compact_at"] = compact_at
     try:
         config = ProviderConfig(
             key=key,

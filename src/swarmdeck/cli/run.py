@@ -19,9 +19,11 @@ import typer
 from swarmdeck.cli.agents import PluginOpt
 from swarmdeck.cli.app import app
 from swarmdeck.cli.dispatch import (
+    DetachOpt,
     DryRunOpt,
     HumanCommand,
     IdleTimeoutOpt,
+    LocalOpt,
     MaxChildrenOpt,
     MaxCostOpt,
     MaxStepsOpt,
@@ -39,7 +41,6 @@ from swarmdeck.cli.dispatch import (
     WorktreeOpt,
     turn_cap,
 )
-from swarmdeck.dispatch.verdict import EXIT_TIMEOUT
 from swarmdeck.errors import UsageError
 
 SHORT_FORM_MAX_TURNS = 50
@@ -50,26 +51,39 @@ async def run_and_follow(
 ) -> dict[str, Any]:
     """Run a session to its end in this process (started here unless `start` is False),
     printing progress unless quiet."""
-    from swarmdeck.cli.ask_prompt import AskUserPrompt
-    from swarmdeck.ui.progress import ProgressPrinter
-
     if start:
         await host.start(session_id)
     outcome = asyncio.ensure_future(host.wait(session_id))
+    return await _follow(host, session_id, outcome, quiet) or {}
+
+
+async def _follow(
+    host: Any,
+    session_id: str,
+    done: asyncio.Future[Any],
+    quiet: bool,
+    also: Any = None,
+) -> Any:
+    """Print the session's progress until `done`; a question it asks is answered from here
+    (even a quiet run says how: it would wait for ever otherwise). Returns `done`'s result."""
+    from swarmdeck.cli.ask_prompt import AskUserPrompt
+    from swarmdeck.ui.progress import ProgressPrinter
+
     printer = ProgressPrinter()
-    # Even a quiet run says how to answer a question: it would wait for ever otherwise.
     asker = AskUserPrompt(host, session_id, printer.console)
 
     def on_event(ev: Any) -> None:
         if not quiet:
             printer(ev)
         asker(ev)
+        if also is not None:
+            also(ev)
 
     try:
-        await host.follow(session_id, on_event, outcome)
+        await host.follow(session_id, on_event, done)
     finally:
         asker.close()
-    return outcome.result() or {}
+    return done.result()
 
 
 def exit_code_for(status: str, reason: str | None = None) -> int:
@@ -107,8 +121,14 @@ def run(
         typer.Option("--agent", help="Short form: a named agent (see `swarmdeck agents ls`)."),
     ] = None,
     plugin: PluginOpt = None,
+    local: LocalOpt = False,
+    detach: DetachOpt = False,
 ) -> None:
-    """Run one task with progress on stderr; ends with the verdict (or, short form, the answer)."""
+    """Run one task with progress on stderr; ends with the verdict (or, short form, the answer).
+
+    When a worker (`swarmdeck worker`) serves the store the run is handed to it and followed
+    from here; else, or with --local, it runs in this process. --detach hands it over and
+    prints its session id at once."""
     limits = ShortLimits(turn_cap(max_turns, max_steps), max_tokens, max_cost, max_children)
     short = task_text is not None or agent is not None
     if short and task is None and task_file is None:
@@ -118,16 +138,22 @@ def run(
                 "limits only",
                 "for the contract form pass --task or --task-file with --provider and --mode",
             )
+        if local and detach:
+            raise UsageError(
+                "--detach hands the run to the fleet; --local runs it here", "pick one"
+            )
         if task_text is not None and not task_text.strip():
             raise UsageError("the task is empty", 'say what the agent should do: run "TASK"')
         where = workdir or Path(".")
         session_mode = _short_form_mode(mode, no_sandbox)
         request = _short_request(task_text, model, agent, plugin, where, session_mode)
-        _run_short(request, mode is None, limits, timeout, quiet, no_sandbox)
+        placement = "here" if local else "detach" if detach else "fleet"
+        _run_short(request, mode is None, limits, timeout, quiet, no_sandbox, placement)
         return
     if task_text is not None:
         raise UsageError("pass the task once: as TASK, --task or --task-file", "")
     from swarmdeck.cli.dispatch import contract_main
+    from swarmdeck.dispatch.verdict import EXIT_TIMEOUT
 
     contract_main(
         {
@@ -148,6 +174,8 @@ def run(
             "progress": not quiet,
             "no_sandbox": no_sandbox,
             "timeout_exit_code": EXIT_TIMEOUT,
+            "local": local,
+            "detach": detach,
         },
         started_line=False,
         json_errors=False,
@@ -221,11 +249,17 @@ def _run_short(
     timeout: float | None,
     quiet: bool,
     no_sandbox: bool,
+    placement: str,
 ) -> None:
-    """A plain agent session: the final answer on stdout; exit 124 past the timeout."""
+    """A plain agent session: the final answer on stdout; exit 124 past the timeout.
+    `placement`: "fleet" (handed to a worker when one serves the store, else here), "here",
+    or "detach" (hand it over, print its id). A worker honours all of the run's options:
+    they travel in the session's options (limits, --no-sandbox, the named agent's plugin
+    folders, which it reads where the workdir is)."""
+    from swarmdeck.dispatch.drivers import fleet_sandbox, stop_session
     from swarmdeck.dispatch.plan import budget_of, limit_options
-    from swarmdeck.dispatch.runner import stop_session
     from swarmdeck.dispatch.settings import load_dispatch_settings
+    from swarmdeck.dispatch.verdict import EXIT_TIMEOUT
     from swarmdeck.models.reach import check_reachable
     from swarmdeck.runtime.host import Host
     from swarmdeck.tools.base import READ_ONLY_MODES
@@ -240,8 +274,20 @@ def _run_short(
     )
     host.check_request(request)
     wall = load_dispatch_settings(host.settings.home).timeout_s if timeout is None else timeout
-    asyncio.run(check_reachable(config.base_url, config.key))
-    record = host.create_session(request)
+    workers = host.fleet_workers() if placement != "here" else []
+    fleet = placement == "detach" or bool(workers)
+    if placement != "detach":
+        asyncio.run(check_reachable(config.base_url, config.key))
+    record = host.create_session(request, fleet=fleet)
+    if placement == "detach":
+        if not workers:
+            print(
+                "swarmdeck: no worker serves the store now; the session waits for one "
+                "(`swarmdeck worker`)",
+                file=sys.stderr,
+            )
+        print(record.id)
+        return
     # Said once the run is sure to start (a refused run prints its one error line only).
     if read_only_default:
         print(
@@ -249,20 +295,31 @@ def _run_short(
             "agent change files)",
             file=sys.stderr,
         )
-    opted_out = no_sandbox or host.settings.no_sandbox
-    sandbox = sandbox_in_force(opted_out)
-    if not sandbox.available:
-        warning = sandbox_warning(request.mode in READ_ONLY_MODES, sandbox.reason, opted_out)
+    # A worker's tools run in the sandbox it recorded; this process's in its own.
+    sandbox = (
+        fleet_sandbox(workers, no_sandbox)
+        if fleet
+        else sandbox_in_force(no_sandbox or host.settings.no_sandbox)
+    )
+    if sandbox is not None and not sandbox.available:
+        warning = sandbox_warning(
+            request.mode in READ_ONLY_MODES, sandbox.reason, sandbox.opted_out
+        )
         print(f"swarmdeck: {warning}", file=sys.stderr)
 
     async def go() -> dict[str, Any] | None:
         try:
-            following = run_and_follow(host, record.id, quiet)
+            following = (
+                follow_to_end(host, record.id, quiet)
+                if fleet
+                else run_and_follow(host, record.id, quiet)
+            )
             return await (asyncio.wait_for(following, wall) if wall > 0 else following)
         except TimeoutError:
             await stop_session(host, record.id, f"timeout: stopped by swarmdeck after {wall:g}s")
             return None
         finally:
+            await host.services.aclose()
             host.shutdown()
 
     outcome = asyncio.run(go())
@@ -275,3 +332,14 @@ def _run_short(
     capped = f" (stopped at the step cap: {max_turns} turns)" if reason == "step_cap" else ""
     print(f"session {final.id}: {final.status}{capped}", file=sys.stderr)
     sys.exit(exit_code_for(outcome.get("status", final.status), reason))
+
+
+async def follow_to_end(host: Any, session_id: str, quiet: bool = False) -> dict[str, Any]:
+    """Follow a session another process runs, from the catalog, until it ends."""
+    ended: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+
+    def on_end(ev: Any) -> None:
+        if ev.kind == "status" and ev.payload.get("reason") and not ended.done():
+            ended.set_result({"status": ev.payload["status"], "reason": ev.payload["reason"]})
+
+    return await _follow(host, session_id, ended, quiet, on_end)

@@ -7,14 +7,20 @@ import datetime as dt
 import json
 import sys
 import time
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from swarmdeck.catalog.records import STATUSES, TERMINAL_STATUSES, SessionRecord
-from swarmdeck.catalog.views import session_document, session_summary
+from swarmdeck.catalog.views import (
+    ORPHANED,
+    context_summary,
+    orphaned_ids,
+    session_document,
+    session_summary,
+)
 from swarmdeck.cli.app import app
 from swarmdeck.config import load_settings
 from swarmdeck.errors import UsageError
@@ -27,6 +33,7 @@ sessions_app = typer.Typer(help="List, inspect, follow and resume sessions.", no
 app.add_typer(sessions_app, name="sessions")
 
 STATUS_STYLE = {
+    ORPHANED: "bold red",
     "completed": "green",
     "failed": "red",
     "cancelled": "dim",
@@ -62,17 +69,29 @@ def _title(s: SessionRecord) -> str:
 @sessions_app.command("ls")
 def ls(
     status: Annotated[
-        str | None, typer.Option(help=f"Only sessions with this status: {', '.join(STATUSES)}.")
+        str | None,
+        typer.Option(
+            help=f"Only sessions with this status: {', '.join((*STATUSES, ORPHANED))} "
+            "(orphaned: its worker died and no one has taken it over yet)."
+        ),
     ] = None,
     limit: Annotated[int, typer.Option(min=1, help="How many, newest first.")] = 30,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON array on stdout.")] = False,
 ) -> None:
     """List sessions, newest first."""
-    if status is not None and status not in STATUSES:
-        raise UsageError(f"unknown status {status!r}", f"use one of: {', '.join(STATUSES)}")
-    rows = open_catalog().list_sessions(status=status, limit=limit)
+    listable = (*STATUSES, ORPHANED)
+    if status is not None and status not in listable:
+        raise UsageError(f"unknown status {status!r}", f"use one of: {', '.join(listable)}")
+    catalog = open_catalog()
+    if status == ORPHANED:  # derived: the live sessions nobody runs
+        rows = [s for s in catalog.list_sessions(limit=100_000) if not s.terminal]
+        orphaned = _orphaned(catalog, rows)
+        rows = [s for s in rows if s.id in orphaned][:limit]
+    else:
+        rows = catalog.list_sessions(status=status, limit=limit)
+        orphaned = _orphaned(catalog, rows)
     if as_json:
-        print(json.dumps([session_summary(s) for s in rows]))
+        print(json.dumps([session_summary(s, s.id in orphaned) for s in rows]))
         return
     if not rows:
         empty = f"no {status} sessions" if status else "no sessions yet — try `swarmdeck demo`"
@@ -82,10 +101,11 @@ def ls(
     for col in ("id", "status", "mode", "model", "parent", "created", "task"):
         table.add_column(col)
     for s in rows:
-        style = STATUS_STYLE.get(s.status, "")
+        shown = ORPHANED if s.id in orphaned else s.status
+        style = STATUS_STYLE.get(shown, "")
         table.add_row(
             s.id,
-            f"[{style}]{s.status}[/]" if style else s.status,
+            f"[{style}]{shown}[/]" if style else shown,
             s.mode,
             s.model,
             s.parent_id or "",
@@ -93,6 +113,12 @@ def ls(
             _title(s),
         )
     Console().print(table)
+
+
+def _orphaned(catalog: Catalog, rows: list[SessionRecord]) -> set[str]:
+    """The sessions whose worker died and that no one has taken over yet."""
+    settings = load_settings()
+    return orphaned_ids(catalog, settings.hostname, settings.lease_seconds, rows)
 
 
 @sessions_app.command("show")
@@ -110,6 +136,7 @@ def show(
         return
     events = catalog.events(s.id)
     usage = catalog.usage_totals([s.id])
+    context = context_summary(events)
     console = Console()
     console.print(f"[bold]session[/] {s.id}  [{STATUS_STYLE.get(s.status, '')}]{s.status}[/]")
     console.print(f"model {s.model} · mode {s.mode} · workdir {s.workdir}")
@@ -117,7 +144,10 @@ def show(
         console.print(f"parent {s.parent_id}")
     cost = f" · ${usage.cost_usd:.4f}" if usage.cost_usd is not None else ""
     tokens = f"tokens in {usage.input} out {usage.output}{usage.estimated_note}"
-    console.print(f"turns {usage.turns} · {tokens}{cost}")
+    share = f" · cached {usage.cache_share:.0%}" if usage.cache_share else ""
+    console.print(f"turns {usage.turns} · {tokens}{share}{cost}")
+    if context is not None:
+        console.print(context_line(context))
     if s.error:
         console.print(f"[red]error[/] {s.error}")
     console.print()
@@ -126,6 +156,18 @@ def show(
         printer(ev)
     if s.result is not None:
         console.print_json(json.dumps(s.result))
+
+
+def context_line(context: dict[str, object]) -> str:
+    """The context summary as one line: prompt against window, the runtime's tokens."""
+    runtime: Any = context["runtime"]
+    own = runtime["system"] + runtime["tools"]
+    compacted = f" · compacted {context['compactions']}x" if context["compactions"] else ""
+    return (
+        f"context: last prompt {context['prompt_tokens']} of {context['window']} tokens "
+        f"({context['tokenizer']}){compacted} · runtime per turn {own}: system prompt "
+        f"{runtime['system']} (skill index {runtime['skills']}), tool schemas {runtime['tools']}"
+    )
 
 
 @sessions_app.command("tail")
@@ -164,7 +206,7 @@ def resume(
     from swarmdeck.cli.hosting import session_host
     from swarmdeck.cli.run import exit_code_for, run_and_follow
 
-    host = session_host()
+    host = session_host(serve_queue=True)
     sid = host.catalog.resolve_session_id(session_id)
     failed = host.catalog.get_session(sid).status == "failed"
 
@@ -177,6 +219,7 @@ def resume(
             outcome = await run_and_follow(host, sid, start=not failed)
             return outcome.get("status", "failed")
         finally:
+            await host.services.aclose()
             host.shutdown()
 
     status = asyncio.run(go())

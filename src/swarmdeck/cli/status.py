@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from typing import Annotated, Any
 
 import typer
@@ -34,8 +33,8 @@ async def _probe_all(base_urls: list[str]) -> dict[str, str | None]:
 
 def collect_status() -> dict[str, Any]:
     """Everything `status` reports, as plain data."""
-    from swarmdeck.catalog.workers import WorkerRegistry
     from swarmdeck.cli.sessions import open_catalog
+    from swarmdeck.cli.workers import fleet_status
     from swarmdeck.models.registry import ProviderRegistry
     from swarmdeck.secrets.store import CredentialStore
     from swarmdeck.tools.sandbox import sandbox_in_force
@@ -61,16 +60,7 @@ def collect_status() -> dict[str, Any]:
         providers.append(entry)
     sandbox = sandbox_in_force(settings.no_sandbox)
     catalog = open_catalog()
-    now = time.time()
-    workers = [
-        {
-            "executor_id": w.executor_id,
-            "hostname": w.hostname,
-            "pid": w.pid,
-            "heartbeat_age_s": round(now - w.heartbeat_at, 1),
-        }
-        for w in WorkerRegistry(catalog.engine).alive()
-    ]
+    fleet = fleet_status()
     counts: dict[str, int] = {}
     for s in catalog.list_sessions(limit=100_000):
         counts[s.status] = counts.get(s.status, 0) + 1
@@ -86,7 +76,8 @@ def collect_status() -> dict[str, Any]:
             "version": sandbox.version,
             "opted_out": settings.no_sandbox,
         },
-        "workers": workers,
+        "workers": fleet["workers"],
+        "fleet": fleet,
         "sessions": counts,
     }
 
@@ -133,6 +124,9 @@ def status(
             markup=False,
         )
     console.print(f"workers alive: {len(doc['workers'])}")
+    from swarmdeck.cli.workers import print_fleet
+
+    print_fleet(console, doc["fleet"])
     if doc["sessions"]:
         console.print(
             "sessions: " + ", ".join(f"{k} {v}" for k, v in sorted(doc["sessions"].items()))

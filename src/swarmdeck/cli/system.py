@@ -67,6 +67,7 @@ def start(
     from swarmdeck.catalog.system_agents import SystemAgents
     from swarmdeck.catalog.workers import WorkerRegistry
     from swarmdeck.cli.sessions import open_catalog
+    from swarmdeck.config import load_settings
 
     _, agents = _system_plugins(plugin)
     catalog = open_catalog()
@@ -87,7 +88,9 @@ def start(
             )
         parent = f" under {system_session_id(a.parent)}" if a.parent else ""
         console.print(f"enabled {a.name} as {sid}{parent} on {chosen}{note}")
-    if not WorkerRegistry(catalog.engine).alive():
+    settings = load_settings()
+    fleet = WorkerRegistry(catalog.engine, settings.hostname, settings.lease_seconds)
+    if not fleet.alive("worker"):  # only fleet workers keep the system agents
         console.print("no worker serves this store yet: run `swarmdeck worker` to start them")
 
 

@@ -1,9 +1,13 @@
-"""`swarmdeck worker`: a long-running process that runs sessions and takes over dead ones."""
+"""`swarmdeck worker`: a process of the fleet. It runs the sessions handed to the fleet (and
+the queue's), takes over the sessions of workers whose lease lapsed, and with
+`--processes N` supervises N such processes."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import sys
 import time
 from typing import TYPE_CHECKING, Annotated
 
@@ -12,16 +16,21 @@ from rich.console import Console
 
 from swarmdeck.cli.app import app
 from swarmdeck.cli.hosting import session_host
+from swarmdeck.errors import UsageError
 
 if TYPE_CHECKING:
     # Types only: importing the engine costs every command ~0.5 s of start-up.
     from swarmdeck.runtime.engine import Engine
     from swarmdeck.runtime.host import Host
 
-RECOVERY_SECONDS = 5.0
 SETTLE_POLL_SECONDS = 0.1
 # Statuses of a session that is doing something (a turn, a tool, a timer).
 BUSY_STATUSES = ("pending", "running", "waiting")
+# How often a worker checks that the store's enabled system agents run (a check costs one
+# read on a store without any).
+SYSTEM_AGENTS_SECONDS = 2.0
+# Exit code of a worker that found its lease taken over and was told not to start again.
+EXIT_LEASE_LOST = 75
 
 
 @app.command()
@@ -32,46 +41,97 @@ def worker(
     max_seconds: Annotated[
         float, typer.Option(min=0, help="With --once: exit after this long even if not idle.")
     ] = 600.0,
+    processes: Annotated[
+        int | None,
+        typer.Option(
+            "--processes",
+            "-n",
+            help="Supervise this many worker processes (each its own executor), restarting "
+            "any that dies; the count can be changed later in the store (sd_supervisors).",
+        ),
+    ] = None,
 ) -> None:
-    """Run sessions from the shared store; resume the sessions of workers that died."""
+    """Serve the store as a fleet worker: run the sessions handed to it, take over those of
+    workers that died. Start one per terminal or machine, or `--processes N`."""
+    if max_seconds <= 0:
+        raise UsageError("--max-seconds must be positive", "e.g. --max-seconds 60")
+    if processes is not None:
+        if processes < 1 or once:
+            raise UsageError(
+                "--processes takes a count of at least 1, without --once",
+                "e.g. `swarmdeck worker --processes 2`",
+            )
+        from swarmdeck.runtime.supervisor import supervise
+
+        sys.exit(supervise(processes, Console(stderr=True).print))
     console = Console(stderr=True)
-    host = session_host()
+    host = session_host(role="worker")
     engine = host.launch()
-    console.print(f"worker {engine.executor_id} on {host.settings.store_url.split('@')[-1]}")
+    where = host.settings.store_url.split("@")[-1]
+    console.print(f"worker {engine.executor_id} on {where}")
+    engine.on_lease_lost = lambda: _lease_lost(engine, console, once)
+    try:
+        asyncio.run(_serve(host, engine, console, once, max_seconds))
+    finally:
+        host.shutdown()
 
-    async def serve() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        try:
-            await watch(stop)
-        finally:
-            await host.services.close_toolsets()
 
-    async def watch(stop: asyncio.Event) -> None:
-        from swarmdeck.runtime.system_agents import keep_system_agents
+async def _serve(host: Host, engine: Engine, console: Console, once: bool, max_s: float) -> None:
+    from swarmdeck.catalog.catalog import HANDOVER_CHANNEL
+    from swarmdeck.catalog.notify import listen
+    from swarmdeck.runtime.duties import Duty, fleet_loop
+    from swarmdeck.runtime.system_agents import keep_system_agents
 
-        while not stop.is_set():
+    async def keep_system() -> None:
+        for line in await keep_system_agents(host):
+            console.print(line)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        if once:
             claimed = await asyncio.to_thread(engine.recover_dead_workers)
             if claimed:
                 console.print(f"took over the sessions of {', '.join(claimed)}")
-            for line in await keep_system_agents(host):
-                console.print(line)
-            if once:
-                settled = await settle(host, engine, stop, max_seconds)
-                if not settled:
-                    console.print(f"still busy after {max_seconds:g} s; exiting anyway")
-                return
-            try:
-                await asyncio.wait_for(stop.wait(), RECOVERY_SECONDS)
-            except TimeoutError:
-                continue
-
-    try:
-        asyncio.run(serve())
+            await asyncio.to_thread(engine.take_handovers)
+            await keep_system()
+            if not await settle(host, engine, stop, max_s):
+                console.print(f"still busy after {max_s:g} s; exiting anyway")
+            return
+        notified = not host.settings.is_sqlite
+        duties, handover = fleet_loop(engine, console.print, notified)
+        duties.add(Duty("keep system agents", SYSTEM_AGENTS_SECONDS, keep_system))
+        listener = None
+        if notified:
+            listener = listen(
+                host.settings.store_url, HANDOVER_CHANNEL, lambda: duties.wake(handover)
+            )
+        try:
+            await duties.serve(stop)
+        finally:
+            if listener is not None:
+                listener.set()
     finally:
-        host.shutdown()
+        # The MCP servers this worker started, and the adapters' pools.
+        await host.services.aclose()
+
+
+def _lease_lost(engine: Engine, console: Console, once: bool) -> None:
+    """This process was presumed dead (paused past its lease, cut off from the store) and
+    its sessions were taken over: whatever it still runs is fenced off, so start afresh,
+    as a new executor. (Runs in the heartbeat thread.)"""
+    console.print(
+        f"worker {engine.executor_id} lost its lease (paused or cut off for longer than "
+        f"{engine.services.settings.lease_seconds:g} s); its sessions run elsewhere now"
+    )
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if once:
+        os._exit(EXIT_LEASE_LOST)
+    console.print("starting again as a new worker")
+    os.execv(sys.executable, [sys.executable, "-m", "swarmdeck", *sys.argv[1:]])
 
 
 async def settle(host: Host, engine: Engine, stop: asyncio.Event, max_seconds: float) -> bool:

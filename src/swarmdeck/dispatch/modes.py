@@ -6,12 +6,12 @@ import json
 from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
-from swarmdeck.dispatch.schemas import RESULT_MODELS
 from swarmdeck.errors import UsageError
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 READ_TOOLS = ("read_file", "list_dir", "grep")
 SUBMIT = "submit_result"
@@ -84,9 +84,16 @@ class ModeSpec:
     tools: tuple[str, ...]
     step_cap: int
     read_only: bool
-    result_model: type[BaseModel]
     # The session mode the tool policy enforces (resume continues a code session).
     session_mode: str
+
+    @property
+    def result_model(self) -> type[BaseModel]:
+        """The schema of this mode's result (imported on first use: a planner's dispatch
+        hands its run over before it needs any schema)."""
+        from swarmdeck.dispatch.schemas import RESULT_MODELS
+
+        return RESULT_MODELS[self.name]
 
     @property
     def writes(self) -> bool:
@@ -113,7 +120,6 @@ MODES: dict[str, ModeSpec] = {
         (*READ_TOOLS, "write_file", "shell", SUBMIT),
         120,
         False,
-        RESULT_MODELS["code"],
         "code",
     ),
     "resume": ModeSpec(
@@ -121,18 +127,11 @@ MODES: dict[str, ModeSpec] = {
         (*READ_TOOLS, "write_file", "shell", SUBMIT),
         120,
         False,
-        RESULT_MODELS["resume"],
         "code",
     ),
-    "explore": ModeSpec(
-        "explore", (*READ_TOOLS, "shell", SUBMIT), 80, True, RESULT_MODELS["explore"], "explore"
-    ),
-    "test": ModeSpec(
-        "test", (*READ_TOOLS, "shell", SUBMIT), 80, True, RESULT_MODELS["test"], "test"
-    ),
-    "review": ModeSpec(
-        "review", (*READ_TOOLS, "shell", SUBMIT), 120, True, RESULT_MODELS["review"], "review"
-    ),
+    "explore": ModeSpec("explore", (*READ_TOOLS, "shell", SUBMIT), 80, True, "explore"),
+    "test": ModeSpec("test", (*READ_TOOLS, "shell", SUBMIT), 80, True, "test"),
+    "review": ModeSpec("review", (*READ_TOOLS, "shell", SUBMIT), 120, True, "review"),
 }
 
 

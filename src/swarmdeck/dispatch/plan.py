@@ -14,7 +14,6 @@ from swarmdeck.config import Settings, load_settings
 from swarmdeck.dispatch import guards
 from swarmdeck.dispatch.modes import ModeSpec, get_mode
 from swarmdeck.dispatch.settings import DispatchSettings, load_dispatch_settings
-from swarmdeck.dispatch.verdict import EXIT_NOT_COMPLETED, SCHEMA_VERSION
 from swarmdeck.errors import MissingKeyError, UsageError
 from swarmdeck.models.registry import ProviderConfig, ProviderRegistry
 from swarmdeck.secrets.redact import Redactor, load_redactor
@@ -46,8 +45,12 @@ class DispatchOptions(BaseModel):
     progress: bool = True
     # The user accepts shell tools without a sandbox (write modes; read-only ones need one).
     no_sandbox: bool = False
-    # `run` exits 124 on a timeout; `dispatch` exits 3 like any other unfinished run.
-    timeout_exit_code: int = EXIT_NOT_COMPLETED
+    # `run` exits 124 on a timeout; `dispatch` (None) exits 3 like any other unfinished run.
+    timeout_exit_code: int | None = None
+    # Run in this process even when a fleet worker serves the store.
+    local: bool = False
+    # Hand the session to the fleet and return at once (its id is in the started line).
+    detach: bool = False
 
 
 @dataclass
@@ -80,6 +83,9 @@ class Plan:
 
     def dry_run_doc(self) -> dict[str, Any]:
         """What would run, for --dry-run."""
+        # Imported here: the fleet path starts before the verdict's models are needed.
+        from swarmdeck.dispatch.verdict import SCHEMA_VERSION
+
         return {
             "type": "swarmdeck.dry_run",
             "schema_version": SCHEMA_VERSION,
@@ -153,6 +159,11 @@ def prepare(opts: DispatchOptions, settings: Settings | None = None) -> Plan:
     if opts.session and spec.name != "resume":
         raise UsageError(
             "--session only works with --mode resume", "it continues an earlier code session"
+        )
+    if opts.detach and (opts.local or spec.name == "resume"):
+        raise UsageError(
+            "--detach hands a new session to the fleet; it cannot run here or resume one",
+            "drop --local (or --detach)",
         )
     if opts.no_sandbox and spec.read_only:
         raise UsageError(

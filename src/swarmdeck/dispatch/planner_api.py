@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from swarmdeck.catalog.records import TERMINAL_STATUSES
-from swarmdeck.catalog.views import session_document, session_summary
+from swarmdeck.catalog.views import orphaned_ids, session_document, session_summary
 from swarmdeck.config import Settings, load_settings
 from swarmdeck.dispatch.fanout import Fanout, Job, check_jobs
 from swarmdeck.dispatch.verdict import VERDICT_TYPE, error_line
@@ -141,7 +141,14 @@ class PlannerApi:
         rows = await asyncio.to_thread(
             self.host.catalog.list_sessions, status=status or None, limit=max(1, min(limit, 500))
         )
-        return {"sessions": [session_summary(r) for r in rows]}
+        orphaned = await asyncio.to_thread(
+            orphaned_ids,
+            self.host.catalog,
+            self.settings.hostname,
+            self.settings.lease_seconds,
+            rows,
+        )
+        return {"sessions": [session_summary(r, r.id in orphaned) for r in rows]}
 
     async def session_show(self, session_id: str, events: int) -> dict[str, Any]:
         """A session's record, usage and result, and its last `events` transcript entries."""

@@ -4,38 +4,29 @@ watched run with wall-clock and idle timeouts and signal handling, then the verd
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import inspect
-import logging
 import signal
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import sqlalchemy as sa
-
+from swarmdeck.catalog.ids import new_session_id
 from swarmdeck.catalog.records import EventRecord
 from swarmdeck.config import Settings
+from swarmdeck.dispatch.drivers import LocalDriver, NewSession, Source, fleet_driver
 from swarmdeck.dispatch.plan import WORKTREES_DIR, Plan
-from swarmdeck.dispatch.runlog import RunLog
-from swarmdeck.dispatch.schemas import VALIDATORS
-from swarmdeck.dispatch.verdict import (
-    RunFacts,
-    Started,
-    Verdict,
-    build_verdict,
-    write_final_text,
-    write_verdict_file,
-)
-from swarmdeck.tools.sandbox import sandbox_in_force, sandbox_warning
+from swarmdeck.tools.sandbox_info import SandboxInfo, sandbox_warning
 from swarmdeck.workspace.rundir import RunDir
 
-POLL_S = 0.05
+if TYPE_CHECKING:
+    # The fleet path hands its session over before it needs these (drivers.WARM_MODULES).
+    from swarmdeck.dispatch.runlog import RunLog
+    from swarmdeck.dispatch.verdict import Started, Verdict
+
+POLL_S = 0.02
 HEARTBEAT_S = 30.0
-CANCEL_WAIT_S = 10.0
 TITLE_CHARS = 80
 
 
@@ -102,52 +93,86 @@ class Runner:
         self.on_verdict = on_verdict
         self.stop = asyncio.Event()
         self._signal: int | None = None
-        self._sandbox: str | None = None
 
     def run(self) -> Verdict:
-        """Run to a verdict (handed to on_verdict before the engine shuts down)."""
-        from swarmdeck.runtime.host import Host, SessionRequest, new_session_id
-
+        """Run to a verdict (handed to on_verdict before the engine shuts down): on the
+        fleet when a worker serves the store (unless --local), else in this process."""
         plan = self.plan
         started_at = time.monotonic()
         workdir = plan.workdir
         session_id = plan.resume.id if plan.resume else new_session_id()
-        host = Host(plan.settings)
-        host.services.result_validators.update(VALIDATORS)
+        # A resume continues a session in place (its workflow, its generation): here.
+        here = plan.opts.local or plan.resume is not None
+        fleet = None if here else fleet_driver(plan.settings, plan.redactor.redact)
+        driver = fleet or LocalDriver(plan.settings)
         if plan.opts.worktree:
-            from swarmdeck.workspace.worktrees import create_worktree, save_meta
-
-            tree = create_worktree(workdir, plan.settings.home / WORKTREES_DIR, plan.spec.name)
-            save_meta(plan.settings.home / WORKTREES_DIR, _with_session(tree, session_id))
-            workdir = Path(tree.workdir)
-        prompt = plan.spec.prompt(str(workdir), plan.step_cap)
-        sandbox = sandbox_in_force(plan.no_sandbox)
+            workdir = self._worktree(session_id)
         cursor = 0
         if plan.resume is None:
-            host.create_session(
-                SessionRequest(
-                    task=plan.task,
-                    model=plan.model_ref,
-                    workdir=workdir,
-                    mode=plan.spec.session_mode,
-                    title=_title(plan.task),
-                    system_message=prompt,
-                    tool_names=list(plan.spec.tools),
-                    options={
-                        "max_turns": plan.step_cap,
-                        "result_schema": plan.spec.name,
-                        "one_shot": True,
-                        "no_sandbox": plan.opts.no_sandbox,
-                        **plan.limit_options(),
-                    },
-                    session_id=session_id,
-                )
-            )
+            driver.create(self._new_session(session_id, workdir))
         else:
-            cursor = self._prepare_resume(host, prompt)
+            prompt = plan.spec.prompt(str(workdir), plan.step_cap)
+            cursor = self._prepare_resume(driver, prompt)
         paths = _run_paths(plan.settings, session_id, plan.resume is not None)
+        from swarmdeck.dispatch.runlog import RunLog
+
         log = RunLog(paths.log, paths.events, to_stderr=plan.opts.progress)
-        started = Started(
+        sandbox = driver.sandbox(plan.opts.no_sandbox)
+        started = self._started(paths, session_id, workdir, sandbox)
+        self.on_started(started)
+        where = "handed to the fleet" if fleet else "in this process"
+        log.note(
+            f"started {paths.run_id}: {plan.spec.name} on {plan.model_ref} in {workdir} ({where})"
+        )
+        self._warn_unconfined(sandbox, log)
+        try:
+            return asyncio.run(self._run(driver, session_id, cursor, paths, log, started_at))
+        finally:
+            log.close()
+            try:
+                driver.shutdown()
+            except Exception as exc:  # the verdict is out; a messy shutdown must not hide it
+                print(f"swarmdeck: warning: engine shutdown: {exc}", file=sys.stderr)
+
+    def _worktree(self, session_id: str) -> Path:
+        """A fresh worktree of the workdir for this session; its path."""
+        from swarmdeck.workspace.worktrees import create_worktree, save_meta
+
+        plan = self.plan
+        tree = create_worktree(plan.workdir, plan.settings.home / WORKTREES_DIR, plan.spec.name)
+        save_meta(plan.settings.home / WORKTREES_DIR, _with_session(tree, session_id))
+        return Path(tree.workdir)
+
+    def _new_session(self, session_id: str, workdir: Path) -> NewSession:
+        """The session a new run creates: the mode's prompt and tools, the run's limits."""
+        plan = self.plan
+        return NewSession(
+            session_id=session_id,
+            task=plan.task,
+            model=plan.model_ref,
+            workdir=workdir,
+            mode=plan.spec.session_mode,
+            title=_title(plan.task),
+            system_message=plan.spec.prompt(str(workdir), plan.step_cap),
+            tool_names=list(plan.spec.tools),
+            options={
+                "max_turns": plan.step_cap,
+                "result_schema": plan.spec.name,
+                "one_shot": True,
+                # Only the flag travels: where the session runs, that home's settings.yaml
+                # decides the rest (the sandbox the started line names is that one).
+                "no_sandbox": plan.opts.no_sandbox,
+                **plan.limit_options(),
+            },
+        )
+
+    def _started(
+        self, paths: RunPaths, session_id: str, workdir: Path, sandbox: SandboxInfo | None
+    ) -> Started:
+        plan = self.plan
+        from swarmdeck.dispatch.verdict import Started
+
+        return Started(
             run_id=paths.run_id,
             session_id=session_id,
             provider=plan.provider.key,
@@ -158,30 +183,55 @@ class Runner:
             idle_timeout_s=plan.idle_timeout_s,
             log_path=str(paths.log),
             events_path=str(paths.events),
-            sandbox=sandbox.kind,
+            sandbox=sandbox.kind if sandbox is not None else None,
         )
-        self.on_started(started)
-        log.note(f"started {paths.run_id}: {plan.spec.name} on {plan.model_ref} in {workdir}")
-        if not sandbox.available:
-            warning = sandbox_warning(plan.spec.read_only, sandbox.reason, plan.no_sandbox)
-            log.note(warning)
-            if not plan.opts.progress:  # note() printed it already otherwise
-                print(f"swarmdeck: {warning}", file=sys.stderr)
-        self._sandbox = sandbox.kind
-        try:
-            return asyncio.run(self._run(host, session_id, cursor, paths, log, started_at))
-        finally:
-            log.close()
-            try:
-                host.shutdown()
-            except Exception as exc:  # the verdict is out; a messy shutdown must not hide it
-                print(f"swarmdeck: warning: engine shutdown: {exc}", file=sys.stderr)
 
-    def _prepare_resume(self, host: Any, prompt: str) -> int:
+    def _warn_unconfined(self, sandbox: SandboxInfo | None, log: RunLog) -> None:
+        """Say so when no sandbox will confine the session's tools."""
+        if sandbox is None or sandbox.available:
+            return
+        warning = sandbox_warning(self.plan.spec.read_only, sandbox.reason, sandbox.opted_out)
+        log.note(warning)
+        if not self.plan.opts.progress:  # note() printed it already otherwise
+            print(f"swarmdeck: {warning}", file=sys.stderr)
+
+    def detach(self) -> Started:
+        """Hand a new session to the fleet and return its started line, without waiting; a
+        worker takes it as soon as one serves the store."""
+        plan = self.plan
+        driver = fleet_driver(plan.settings, plan.redactor.redact, require_workers=False)
+        if driver is None or not driver.direct.has_catalog():
+            # A fresh store: make the catalog the workers will serve.
+            from swarmdeck.catalog.catalog import Catalog
+
+            Catalog.open(plan.settings.store_url).engine.dispose()
+            driver = fleet_driver(plan.settings, plan.redactor.redact, require_workers=False)
+            assert driver is not None
+        try:
+            workdir, session_id = plan.workdir, new_session_id()
+            if plan.opts.worktree:
+                workdir = self._worktree(session_id)
+            driver.create(self._new_session(session_id, workdir))
+            if not driver.live_workers():
+                print(
+                    "swarmdeck: no worker serves the store now; the session waits for one "
+                    "(`swarmdeck worker`)",
+                    file=sys.stderr,
+                )
+            paths = _run_paths(plan.settings, session_id, False)
+            # The worker that will run it is not known yet: named when the fleet agrees.
+            sandbox = driver.sandbox(plan.opts.no_sandbox)
+            started = self._started(paths, session_id, workdir, sandbox)
+            self.on_started(started)
+            return started
+        finally:
+            driver.shutdown()
+
+    def _prepare_resume(self, driver: LocalDriver, prompt: str) -> int:
         """Raise the step cap for this run and switch the prompt; the cursor before the run."""
         record = self.plan.resume
         assert record is not None
-        events = host.catalog.events(record.id)
+        events = driver.source.events(record.id)
         turns = sum(1 for ev in events if ev.kind == "assistant")
         # The runtime counts turns and spending over the whole session; this run gets a
         # fresh allowance of each limit it sets.
@@ -191,17 +241,17 @@ class Runner:
             "no_sandbox": self.plan.opts.no_sandbox,
         }
         if self.plan.budget:
-            used = host.catalog.usage_totals([record.id])
+            used = driver.source.usage_totals([record.id])
             spent = {"max_tokens": used.input + used.output, "max_cost": used.cost_usd or 0.0}
             budget = {k: spent[k] + v for k, v in self.plan.budget.items()}
             options["budget"] = {**(record.options.get("budget") or {}), **budget}
         if self.plan.max_children is not None:
             options["max_children"] = self.plan.max_children
-        host.catalog.update_session(record.id, options=options, system_message=prompt)
+        driver.resume(record, options, prompt)
         return max((ev.id for ev in events), default=0)
 
     async def _run(
-        self, host: Any, sid: str, cursor: int, paths: RunPaths, log: RunLog, started_at: float
+        self, driver: Any, sid: str, cursor: int, paths: RunPaths, log: RunLog, started_at: float
     ) -> Verdict:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -210,26 +260,21 @@ class Runner:
             end = _End()
             seen: list[EventRecord] = []
             try:
-                if self.plan.resume is None:
-                    await host.start(sid)
-                else:
-                    pending = host.continue_session(sid, self.plan.task)
-                    if inspect.isawaitable(pending):
-                        await pending
-                end = await self._follow(host, sid, cursor, log, seen)
+                await driver.start(sid, self.plan.task if self.plan.resume else None)
+                end = await self._follow(driver, sid, cursor, log, seen)
             except Exception as exc:  # the verdict must still be printed
                 end = _End(crash=f"{type(exc).__name__}: {exc}")
                 log.note(f"error: the run failed: {end.crash}")
             if end.kind is not None:
                 log.note(f"{end.kind.replace('_', ' ')}: stopping the session")
-                why = end.kind.replace("_", " ")
-                await stop_session(host, sid, f"{why}: stopped by swarmdeck")
-            events = await asyncio.to_thread(host.catalog.events, sid, after_id=cursor)
+                await driver.stop(sid, f"{end.kind.replace('_', ' ')}: stopped by swarmdeck")
+            source: Source = driver.source
+            events = await asyncio.to_thread(source.events, sid, after_id=cursor)
             logged = {ev.id for ev in seen}
             for ev in events:
                 if ev.id not in logged:  # what the cancel wrote, after following stopped
                     log.event(ev)
-            verdict = self._verdict(host, sid, cursor, events, end, paths, log, started_at)
+            verdict = self._verdict(driver, sid, cursor, events, end, paths, log, started_at)
             self.on_verdict(verdict)
             log.note(f"verdict {verdict.verdict} ({verdict.reason}) · {paths.verdict}")
             return verdict
@@ -245,19 +290,18 @@ class Runner:
         self.stop.set()
 
     async def _follow(
-        self, host: Any, sid: str, cursor: int, log: RunLog, seen: list[EventRecord]
+        self, driver: Any, sid: str, cursor: int, log: RunLog, seen: list[EventRecord]
     ) -> _End:
         """Print events until the run ends by itself, a timeout fires, or a signal comes."""
         plan = self.plan
-        outcome = asyncio.ensure_future(host.wait(sid))
         stopped = asyncio.ensure_future(self.stop.wait())
-        waiters = {outcome, stopped}
         start = last_event = last_beat = time.monotonic()
         ended = False
         try:
             while True:
-                done = ended or outcome.done()
-                batch = await asyncio.to_thread(host.catalog.events, sid, after_id=cursor)
+                outcome = driver.outcome  # None while the session runs elsewhere
+                done = ended or (outcome is not None and outcome.done())
+                batch = await asyncio.to_thread(driver.source.events, sid, after_id=cursor)
                 now = time.monotonic()
                 for ev in batch:
                     cursor = max(cursor, ev.id)
@@ -267,11 +311,11 @@ class Runner:
                     if ev.kind == "status" and ev.payload.get("reason"):
                         ended = True
                 if (done or ended) and not batch:
-                    exc = outcome.exception() if outcome.done() else None
+                    exc = outcome.exception() if outcome is not None and outcome.done() else None
                     if exc is not None:
                         return _End(crash=f"{type(exc).__name__}: {exc}")
                     if not ended:  # the workflow stopped without recording how it ended
-                        result = outcome.result() if outcome.done() else None
+                        result = outcome.result() if outcome is not None else None
                         return _End(crash=f"the session stopped without finishing ({result})")
                     return _End()
                 if self.stop.is_set():
@@ -279,7 +323,7 @@ class Runner:
                 if plan.timeout_s and now - start >= plan.timeout_s:
                     return _End("timeout")
                 if plan.idle_timeout_s and now - last_event >= plan.idle_timeout_s:
-                    last_event = await _last_sign_of_life(host, sid, last_event, now)
+                    last_event = await _last_sign_of_life(driver.source, sid, last_event, now)
                     if now - last_event >= plan.idle_timeout_s:
                         return _End("idle_timeout")
                 if now - last_beat >= HEARTBEAT_S and now - last_event >= HEARTBEAT_S:
@@ -289,16 +333,19 @@ class Runner:
                         f"turns, {now - start:.0f}s elapsed, {now - last_event:.0f}s since "
                         "the last event"
                     )
+                await driver.watch(sid)
                 if not batch:
+                    waiters = {stopped, *([outcome] if outcome is not None else [])}
                     await asyncio.wait(waiters, timeout=POLL_S)
         finally:
             stopped.cancel()
-            if not outcome.done():
+            outcome = driver.outcome
+            if outcome is not None and not outcome.done():
                 outcome.cancel()
 
     def _verdict(
         self,
-        host: Any,
+        driver: Any,
         sid: str,
         cursor: int,
         events: list[EventRecord],
@@ -308,9 +355,18 @@ class Runner:
         started_at: float,
     ) -> Verdict:
         plan = self.plan
+        source: Source = driver.source
         run_start_ts = events[0].ts if events else time.time()
-        record = host.catalog.get_session(sid)
-        usage = host.catalog.usage_totals([sid], since=run_start_ts if cursor else None)
+        record = source.get_session(sid)
+        usage = source.usage_totals([sid], since=run_start_ts if cursor else None)
+        from swarmdeck.dispatch.verdict import (
+            EXIT_NOT_COMPLETED,
+            RunFacts,
+            build_verdict,
+            write_final_text,
+            write_verdict_file,
+        )
+
         write_final_text(paths.final_text, events)
         reason = {"timeout": "timeout", "idle_timeout": "idle_timeout"}.get(end.kind or "")
         if end.kind == "interrupted":
@@ -333,33 +389,35 @@ class Runner:
             timed_out=end.kind == "timeout",
             idle_timed_out=end.kind == "idle_timeout",
             interrupted=end.kind == "interrupted",
-            artifacts=artifact_links(host, sid, run_start_ts if cursor else None),
+            artifacts=[
+                f"artifact://{sid}/{name}"
+                for name in source.artifact_names(sid, run_start_ts if cursor else None)
+            ],
             diagnostics=plan.redactor.redact(log.tail()),
             workdir=record.workdir,
             log_path=str(paths.log),
             events_path=str(paths.events),
             final_text_path=str(paths.final_text),
-            timeout_exit_code=plan.opts.timeout_exit_code,
+            timeout_exit_code=(
+                EXIT_NOT_COMPLETED
+                if plan.opts.timeout_exit_code is None
+                else plan.opts.timeout_exit_code
+            ),
         )
-        verdict = build_verdict(facts).model_copy(update={"sandbox": self._sandbox})
+        sandbox = driver.sandbox_of_run(sid, plan.opts.no_sandbox)
+        verdict = build_verdict(facts).model_copy(
+            update={"sandbox": sandbox.kind if sandbox is not None else None}
+        )
         write_verdict_file(paths.verdict, verdict)
         return verdict
 
 
-async def stop_session(host: Any, session_id: str, why: str) -> None:
-    """Stop a session whose run is given up; what was done stays in the catalog, resumable."""
-    # Cancelled steps make the engine log warnings; the caller says what happened.
-    logging.getLogger("dbos").setLevel(logging.ERROR)
-    with contextlib.suppress(Exception):
-        await asyncio.wait_for(host.cancel(session_id, why), CANCEL_WAIT_S)
-
-
-async def _last_sign_of_life(host: Any, sid: str, last_event: float, now: float) -> float:
+async def _last_sign_of_life(source: Source, sid: str, last_event: float, now: float) -> float:
     """When the session last showed it works (monotonic clock): its last event, or, if
     later, its last activity touch (a model streaming a long answer touches the session
     while no event comes; the session may run in another process, so this is read from
     the catalog)."""
-    record = await asyncio.to_thread(host.catalog.get_session, sid)
+    record = await asyncio.to_thread(source.get_session, sid)
     if record.active_at is None:
         return last_event
     return max(last_event, now - max(0.0, time.time() - record.active_at))
@@ -374,15 +432,3 @@ def _with_session(tree: Any, session_id: str) -> Any:
     from dataclasses import replace
 
     return replace(tree, session_id=session_id)
-
-
-def artifact_links(host: Any, sid: str, since: float | None) -> list[str]:
-    """`artifact://session/name` links of the artifacts this run wrote."""
-    from swarmdeck.catalog import schema
-
-    query = sa.select(schema.artifacts.c.name).where(schema.artifacts.c.session_id == sid)
-    if since is not None:
-        query = query.where(schema.artifacts.c.ts >= since)
-    with host.catalog.engine.connect() as conn:
-        names = [row[0] for row in conn.execute(query.order_by(schema.artifacts.c.ts))]
-    return [f"artifact://{sid}/{name}" for name in names]

@@ -23,6 +23,7 @@ from swarmdeck.models.retry import (
     http_timeout,
     is_json_answer,
     load_key,
+    pooled_client_factory,
     scrub,
 )
 from swarmdeck.models.types import (
@@ -36,6 +37,8 @@ from swarmdeck.models.types import (
     Usage,
 )
 
+# A prompt-cache breakpoint: the prefix up to the block that carries it is cached.
+CACHE_POINT = {"type": "ephemeral"}
 # Anthropic's stop reasons in the neutral (Chat Completions) vocabulary.
 STOP_REASONS = {
     "end_turn": "stop",
@@ -60,7 +63,7 @@ class AnthropicModel:
         self.model_name = model_name
         self._key_loader = key_loader
         self._limiter = limiter
-        self._http = SharedHttpClient(http_client, anthropic.DefaultAsyncHttpxClient)
+        self._http = SharedHttpClient(http_client, pooled_client_factory(anthropic))
 
     async def complete(
         self,
@@ -83,7 +86,10 @@ class AnthropicModel:
         await self._http.aclose()
 
     def request_body(self, messages: list[Message], tools: list[ToolSpec]) -> dict[str, Any]:
-        """The JSON body of the request: system apart, tool results as user blocks."""
+        """The JSON body of the request: system apart, tool results as user blocks, and
+        prompt-cache breakpoints on the tools, the system prompt and the last message (the
+        prompt only grows at its end between compactions, so each turn reads the prefix
+        the turn before wrote)."""
         body: dict[str, Any] = {
             "model": self.model_name,
             "max_tokens": self.config.output_tokens,
@@ -92,12 +98,15 @@ class AnthropicModel:
         }
         system = "\n\n".join(m.content for m in messages if m.role == "system" and m.content)
         if system:
-            body["system"] = system
+            body["system"] = [{"type": "text", "text": system, "cache_control": dict(CACHE_POINT)}]
         if tools:
             body["tools"] = [
                 {"name": t.name, "description": t.description, "input_schema": t.parameters}
                 for t in tools
             ]
+            body["tools"][-1]["cache_control"] = dict(CACHE_POINT)
+        if body["messages"]:
+            body["messages"][-1]["content"][-1]["cache_control"] = dict(CACHE_POINT)
         return body
 
     async def _attempt(self, request: dict[str, Any], turn: TurnCall) -> Completion:
@@ -145,7 +154,9 @@ class AnthropicModel:
             return errors.classify(
                 exc.status_code, exc.body, exc.response.headers, provider=config.key
             )
-        if isinstance(exc, anthropic.APITimeoutError):
+        # A connection that never opened is no slow model (the aiohttp transport reports
+        # a refused connection as a connect timeout): it is unreachable.
+        if isinstance(exc, anthropic.APITimeoutError) and not errors.never_connected(exc):
             return errors.timed_out(config.key, config.base_url, config.timeout_s)
         if isinstance(exc, anthropic.APIConnectionError):
             cause = str(exc.__cause__ or exc.__context__ or exc)

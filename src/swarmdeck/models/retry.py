@@ -9,7 +9,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import httpx2
 
@@ -147,6 +147,17 @@ def is_json_answer(response: httpx2.Response) -> bool:
 def http_timeout(config: ProviderConfig) -> httpx2.Timeout:
     """Fail fast when the endpoint does not accept connections; let slow models take their time."""
     return httpx2.Timeout(config.timeout_s, connect=min(CONNECT_TIMEOUT_S, config.timeout_s))
+
+
+def pooled_client_factory(sdk: Any) -> Callable[[], httpx2.AsyncClient]:
+    """The SDK's aiohttp-backed client when aiohttp is installed (`openai[aiohttp]`,
+    `anthropic[aiohttp]`), else its httpx one. Measured with 1,000 concurrent sessions:
+    the httpx transport was nearly half of a session's CPU."""
+    try:
+        import aiohttp  # noqa: F401
+    except ImportError:
+        return sdk.DefaultAsyncHttpxClient
+    return sdk.DefaultAioHttpClient
 
 
 class SharedHttpClient:

@@ -1,4 +1,21 @@
-"""The DBOS seam: the only module that imports DBOS. Everything else speaks in sessions."""
+"""The DBOS seam: the only module that imports DBOS. Everything else speaks in sessions.
+
+The fleet stands on DBOS's queues in the shared store: a session handed to the fleet is
+enqueued on SESSIONS_QUEUE, and every worker process dequeues from it within the queue's
+per-worker and global concurrency. Two pieces DBOS lacks are added beside it, here:
+
+- takeover across hosts. Open-source DBOS recovers a dead process's workflows only when a
+  process with the same executor id starts again. Here each executor holds a lease (its
+  heartbeat row, catalog/workers.py); a live worker claims a lapsed one and puts the dead
+  executor's unfinished workflows back on SESSIONS_QUEUE, where any live worker takes
+  them. (DBOS's own recovery call would use its internal queue, which polls once a second
+  and which every DBOS process, a short `swarmdeck run` too, dequeues from.)
+- fencing. A worker that was only paused comes back still running its sessions. DBOS
+  already refuses its engine steps (each execution owns its workflow by a token); the
+  session's own journal lives in the catalog, where each execution writes under an epoch
+  it took as it started (catalog/fence.py), so its turns, tool results and end are refused
+  too, and it stops.
+"""
 
 from __future__ import annotations
 
@@ -8,50 +25,63 @@ import inspect
 import json
 import logging
 import os
-import socket
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from dbos import DBOS, DBOSClient, DBOSConfig, SetWorkflowID
+from dbos._utils import INTERNAL_QUEUE_NAME
 
 from swarmdeck import __version__
 from swarmdeck.catalog.workers import WorkerRegistry
 from swarmdeck.config import Settings
 from swarmdeck.runtime.services import Services, services, set_services
-from swarmdeck.runtime.session import run_session
+from swarmdeck.runtime.session import SUPERSEDED, run_session
 
 APP_NAME = "swarmdeck"
 # A fixed version: every process of a release must agree on it, or recovery (which is
 # filtered by application version) would skip the sessions another process started.
 APP_VERSION = f"swarmdeck-{__version__}"
-HEARTBEAT_SECONDS = 2.0
+# The fleet's queue of sessions (DBOS reserves names starting with `_dbos_`).
+SESSIONS_QUEUE = "swarmdeck_sessions"
 # Waiting on a workflow that runs elsewhere polls the store; DBOS's default is 1 s, which
 # added up to a second to every run's end.
 RESULT_POLL_SECONDS = 0.05
+ROLES = ("worker", "local")
 SESSION_WORKFLOW = "swarmdeck.session"
 ENDED_WORKFLOW_STATUSES = ["SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"]
 
 
-class _ExpectedCancels(logging.Filter):
-    """Drops DBOS's warning for a cancelled task: a process that stops (or a run that ends
-    while sessions idle) cancels its sessions' workflows on purpose; they stay resumable,
-    and the warning only alarmed users (on `sessions resume`, in the quickstart)."""
+class _ExpectedWarnings(logging.Filter):
+    """Drops DBOS's warnings for what swarmdeck does on purpose.
+
+    - A cancelled task: a process that stops (or a run that ends while sessions idle)
+      cancels its sessions' workflows; they stay resumable, and the warning only alarmed
+      users (on `sessions resume`, in the quickstart).
+    - A taken-over execution parks with one warning per session; the worker says once, in
+      its own words, that it lost its lease (see Engine.on_lease_lost).
+    """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("Asyncio task cancelled")
+        message = record.getMessage()
+        return not (
+            message.startswith("Asyncio task cancelled")
+            or "no longer owned by this execution" in message
+        )
 
 
-_EXPECTED_CANCELS = _ExpectedCancels()
+_EXPECTED_WARNINGS = _ExpectedWarnings()
 
 
-def quiet_expected_cancels() -> None:
+def quiet_expected_warnings() -> None:
     """Install the filter on DBOS's logger (once; DBOS keeps its own handlers)."""
     dbos_log = logging.getLogger("dbos")
-    if _EXPECTED_CANCELS not in dbos_log.filters:
-        dbos_log.addFilter(_EXPECTED_CANCELS)
+    if _EXPECTED_WARNINGS not in dbos_log.filters:
+        dbos_log.addFilter(_EXPECTED_WARNINGS)
 
 
 def workflow_id(session_id: str, generation: int) -> str:
@@ -127,9 +157,9 @@ async def session_workflow(session_id: str, generation: int) -> dict[str, Any]:
     return await run_session(session_id, generation, _DBOSDurable())
 
 
-def new_executor_id() -> str:
+def new_executor_id(hostname: str) -> str:
     """A unique executor id per process (two processes sharing one ran a step twice)."""
-    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    return f"{hostname}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
 def _dbos_config(settings: Settings, services: Services, executor_id: str) -> DBOSConfig:
@@ -153,57 +183,157 @@ def _dbos_config(settings: Settings, services: Services, executor_id: str) -> DB
 
 
 class Engine:
-    """A launched DBOS runtime in this process, registered as a live worker."""
+    """A launched DBOS runtime in this process, registered as a live executor.
 
-    def __init__(self, services: Services) -> None:
+    `role` "worker" is a fleet worker: others hand it sessions. `serve_queue` makes this
+    process dequeue from the fleet's queue (a worker, `sessions resume`, the SDK); a one-off
+    run does not, so it never picks up work that would outlive it.
+    """
+
+    def __init__(self, services: Services, role: str = "local", serve_queue: bool = False) -> None:
+        assert role in ROLES, role
+        settings = services.settings
         self.services = services
-        self.executor_id = new_executor_id()
-        self.workers = WorkerRegistry(services.catalog.engine)
+        self.role = role
+        self.serve_queue = serve_queue or role == "worker"
+        self.executor_id = new_executor_id(settings.hostname)
+        self.workers = WorkerRegistry(
+            services.catalog.engine, settings.hostname, settings.lease_seconds
+        )
+        self.lease_lost = threading.Event()
+        # Called (in the heartbeat thread) once the lease was found lost.
+        self.on_lease_lost: Callable[[], None] | None = None
         self._stop = threading.Event()
         self._heartbeat: threading.Thread | None = None
+        self._launched = False
         # Handles of workflows started by this process: awaiting them needs no polling.
         self._handles: dict[str, Any] = {}
 
+    def register(self) -> None:
+        """Take this process's lease (once): register as a live executor and keep the lease
+        renewed. Whatever this process creates from then on is answerable to it, so a
+        worker takes it over should the process die, even before the engine launched."""
+        if self._heartbeat is not None:
+            return
+        kind = reason = None
+        if self.serve_queue:
+            # Sessions handed to the fleet may run here: a dispatch reports this sandbox.
+            from swarmdeck.tools.sandbox import sandbox_in_force
+
+            found = sandbox_in_force(self.services.settings.no_sandbox)
+            kind, reason = found.kind, found.reason
+        self.workers.register(self.executor_id, self.role, kind, reason)
+        self._heartbeat = threading.Thread(
+            target=_beat, args=(weakref.ref(self),), name="sd-heartbeat", daemon=True
+        )
+        self._heartbeat.start()
+
     def launch(self) -> None:
-        """Start DBOS and the heartbeat; register as a worker."""
+        """Take the lease, start DBOS (and, serving, the fleet's queue)."""
+        settings = self.services.settings
         self.services.engine_ops = self
         self.services.limiter.set_owner(self.executor_id)
         set_services(self.services)
-        quiet_expected_cancels()
-        DBOS(config=_dbos_config(self.services.settings, self.services, self.executor_id))
+        self.register()
+        quiet_expected_warnings()
+        DBOS(config=_dbos_config(settings, self.services, self.executor_id))
+        if not self.serve_queue:
+            DBOS.listen_queues([])
         DBOS.launch()
-        self.workers.register(self.executor_id)
+        self._launched = True
+        if self.serve_queue:
+            # DBOS refuses its blocking calls on a thread with a running loop, and launch
+            # may be called from async code: register from a thread of its own.
+            with ThreadPoolExecutor(1) as pool:
+                pool.submit(
+                    DBOS.register_queue,
+                    SESSIONS_QUEUE,
+                    worker_concurrency=settings.worker_concurrency,
+                    global_concurrency=settings.queue_concurrency,
+                    polling_interval_sec=settings.queue_poll_seconds,
+                    # The queue's limits are the store's: the last worker to start sets
+                    # them; a process that only lends a hand keeps what the fleet set.
+                    on_conflict="always_update" if self.role == "worker" else "never_update",
+                ).result()
         # Slots a crashed worker held (mid-call, or kept between calls) are free again now,
         # whether or not this process takes over its sessions.
         self.services.limiter.free_slots_of(self.workers.crashed())
-        self._heartbeat = threading.Thread(target=self._beat, name="sd-heartbeat", daemon=True)
-        self._heartbeat.start()
 
-    def _beat(self) -> None:
-        while not self._stop.wait(HEARTBEAT_SECONDS):
-            try:
-                self.workers.heartbeat(self.executor_id)
-            except Exception:  # a busy database must not kill the heartbeat thread
-                continue
+    @property
+    def launched(self) -> bool:
+        """True once DBOS runs in this process."""
+        return self._launched
+
+    def _lost_lease(self) -> None:
+        self.lease_lost.set()
+        if self.on_lease_lost is not None:
+            self.on_lease_lost()
 
     def shutdown(self) -> None:
         """Stop cleanly; sessions still running become claimable by the next worker."""
         self._stop.set()
         try:
-            self.workers.stop(self.executor_id)
+            if self._heartbeat is not None:
+                self.workers.stop(self.executor_id)
         finally:
-            DBOS.destroy(workflow_completion_timeout_sec=0)
+            if self._launched:
+                DBOS.destroy(workflow_completion_timeout_sec=0)
+                self._launched = False
             set_services(None)
 
+    # -- takeover ----------------------------------------------------------------------
+
     def recover_dead_workers(self) -> list[str]:
-        """Take over the unfinished sessions of executors that died or stopped."""
+        """Take over the unfinished sessions of executors that died or stopped: their
+        workflows go back on the fleet's queue, and the sessions they were to start but
+        never did are started. Returns the executor ids taken over."""
         claimed = self.workers.claim_dead(self.executor_id)
         if claimed:
             # A dead worker's provider slots would stay taken until their leases ran out
             # (the call timeout plus a margin): free them now.
             self.services.limiter.free_slots_of(claimed)
-            DBOS._recover_pending_workflows(claimed)
+            self.requeue_work_of(claimed)
         return claimed
+
+    def requeue_work_of(self, executors: list[str]) -> int:
+        """Put these dead executors' unfinished workflows back on a queue, and enqueue the
+        sessions they were to start; idempotent. Returns how many moved.
+
+        A process serving the fleet's queue puts them there; one that does not (the SDK
+        taking over in a script) on DBOS's own queue, which every engine polls, itself too.
+        (A workflow that came from a queue goes back to that queue either way.)"""
+        dbos = _dbos()
+        queue = SESSIONS_QUEUE if self.serve_queue else INTERNAL_QUEUE_NAME
+        moved = 0
+        for executor in executors:
+            for pending in dbos._sys_db.get_pending_workflows(executor, APP_VERSION):
+                # Only a row still PENDING under the dead executor moves: a duplicate
+                # request, or one racing a live worker that took it, changes nothing.
+                moved += dbos._sys_db.reenqueue_for_recovery(pending.workflow_id, [executor], queue)
+        for record in self.services.catalog.pending_of(executors):
+            # Killed between writing the session and starting it: nobody else will.
+            if self._enqueue_sync(record.id, record.generation, queue):
+                moved += 1
+        return moved
+
+    def _enqueue_sync(self, session_id: str, generation: int, queue: str = SESSIONS_QUEUE) -> bool:
+        """Enqueue the generation's workflow unless one exists; True when it was enqueued."""
+        wf = workflow_id(session_id, generation)
+        if DBOS.get_workflow_status(wf) is not None:
+            return False
+        with SetWorkflowID(wf):
+            DBOS.enqueue_workflow(queue, session_workflow, session_id, generation)
+        return True
+
+    def take_handovers(self, limit: int = 100) -> list[str]:
+        """Claim sessions handed to the fleet and enqueue them; returns their ids."""
+        taken = self.services.catalog.take_handover(self.executor_id, limit)
+        for sid in taken:
+            record = self.services.catalog.get_session(sid)
+            self._enqueue_sync(sid, record.generation)
+        return taken
+
+    # -- sessions ----------------------------------------------------------------------
 
     async def current_workflow(self, session_id: str) -> str:
         """The workflow id of the session's current generation."""
@@ -226,15 +356,19 @@ class Engine:
 
     async def next_generation(self, session_id: str) -> None:
         """Retire the current workflow (cancelled if unfinished) and start the next one."""
+        await self._retire(session_id)
+        await self.start_session(session_id)
+
+    async def _retire(self, session_id: str) -> None:
         current = await _generation(self.services, session_id)
         old = workflow_id(session_id, current)
         if await self.workflow_status(old) in ("PENDING", "ENQUEUED"):
             await DBOS.cancel_workflow_async(old)
         await run_in_thread(_advance_generation, session_id, current)
-        await self.start_session(session_id)
 
     async def session_outcome(self, session_id: str) -> dict[str, Any]:
-        """Wait for the session's workflow to end (following rollovers) and return its outcome."""
+        """Wait for the session's workflow to end (following rollovers and takeovers) and
+        return its outcome."""
         while True:
             wf = await self.current_workflow(session_id)
             handle = self._handles.pop(wf, None)
@@ -246,6 +380,10 @@ class Engine:
             except Exception as exc:  # cancelled or failed workflows raise here
                 status = (await run_in_thread(self.services.catalog.get_session, session_id)).status
                 return {"status": status, "reason": type(exc).__name__}
+            if outcome and outcome.get("status") == SUPERSEDED:
+                # Another execution runs it now: wait for the outcome it records.
+                await asyncio.sleep(RESULT_POLL_SECONDS)
+                continue
             if not outcome or outcome.get("status") != "rolled_over":
                 return outcome or {}
 
@@ -324,6 +462,40 @@ class Engine:
             return ended
 
         return await self.outside_workflow(delete) if workflow_ids else []
+
+
+def _beat(ref: weakref.ReferenceType[Engine]) -> None:
+    """Renew the engine's lease every beat until it stops, is dropped, or loses the lease.
+
+    Holds the engine weakly: a Host that was dropped without a shutdown (a script that
+    only created a session) must not keep a thread beating for ever."""
+    while True:
+        engine = ref()
+        if engine is None:
+            return
+        stop, interval = engine._stop, engine.services.settings.heartbeat_seconds
+        del engine
+        if stop.wait(interval):
+            return
+        engine = ref()
+        if engine is None:
+            return
+        try:
+            held = engine.workers.heartbeat(engine.executor_id)
+        except Exception:  # a busy database must not kill the heartbeat thread
+            continue
+        if not held and not stop.is_set():
+            engine._lost_lease()
+            return
+        del engine
+
+
+def _dbos() -> Any:
+    """The launched DBOS instance, for the two recovery calls DBOS offers no public form of
+    (see the module docstring)."""
+    from dbos._dbos import _get_dbos_instance
+
+    return _get_dbos_instance()
 
 
 def ring_offline(settings: Settings, wf_id: str) -> None:

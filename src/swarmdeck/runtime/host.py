@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from swarmdeck.catalog.ids import new_session_id
+from swarmdeck.catalog.liveness import WorkerRow
 from swarmdeck.catalog.records import EventRecord, SessionRecord
+from swarmdeck.catalog.workers import WorkerRegistry
 from swarmdeck.config import Settings, load_settings
 from swarmdeck.errors import MissingKeyError, TaskRefusedError, UsageError
+from swarmdeck.runtime.crashpoints import crash_point
 from swarmdeck.runtime.engine import Engine, ring_offline, workflow_id
 from swarmdeck.runtime.services import Services
 from swarmdeck.tools.base import Tool
@@ -21,11 +24,6 @@ from swarmdeck.tools.toolsets import SessionScope
 from swarmdeck.workspace.rundir import RunDir
 
 FOLLOW_POLL_SECONDS = 0.05
-
-
-def new_session_id() -> str:
-    """A short, time-sortable, unguessable id."""
-    return f"{int(time.time() * 1000):011x}{secrets.token_hex(3)}"
 
 
 def default_tools() -> list[Tool]:
@@ -52,24 +50,52 @@ class SessionRequest:
 
 
 class Host:
-    """Sessions in this process: validate, create, run, follow."""
+    """Sessions in this process: validate, create, run, follow.
 
-    def __init__(self, settings: Settings | None = None, tools: list[Tool] | None = None) -> None:
+    `role` and `serve_queue` say what this process is to the fleet (see Engine): a worker,
+    or a local process that runs its own sessions (and, with `serve_queue`, the fleet's).
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        tools: list[Tool] | None = None,
+        *,
+        role: str = "local",
+        serve_queue: bool = False,
+    ) -> None:
         self.settings = settings or load_settings()
         self.services = Services.build(self.settings, tools or default_tools())
         self.engine: Engine | None = None
+        self.role = role
+        self.serve_queue = serve_queue
 
     @property
     def catalog(self):
         """The session catalog."""
         return self.services.catalog
 
+    def lease(self) -> Engine:
+        """This process's executor, registered with a live lease (the engine not launched)."""
+        if self.engine is None:
+            self.engine = Engine(self.services, self.role, self.serve_queue)
+        self.engine.register()
+        return self.engine
+
     def launch(self) -> Engine:
         """Start the durable engine in this process (once)."""
-        if self.engine is None:
-            self.engine = Engine(self.services)
-            self.engine.launch()
-        return self.engine
+        engine = self.lease()
+        if not engine.launched:
+            engine.launch()
+        return engine
+
+    def fleet_workers(self) -> list[WorkerRow]:
+        """The live fleet workers serving this store (other processes)."""
+        mine = self.engine.executor_id if self.engine else None
+        workers = WorkerRegistry(
+            self.catalog.engine, self.settings.hostname, self.settings.lease_seconds
+        )
+        return [w for w in workers.alive("worker") if w.executor_id != mine]
 
     def shutdown(self) -> None:
         """Stop the engine; unfinished sessions stay resumable."""
@@ -105,9 +131,16 @@ class Host:
         )
         self.services.preflight(scope)
 
-    def create_session(self, req: SessionRequest) -> SessionRecord:
-        """Store a new pending session (its task is the transcript's first entry)."""
+    def create_session(self, req: SessionRequest, *, fleet: bool = False) -> SessionRecord:
+        """Store a new pending session (its task is the transcript's first entry).
+
+        Without `fleet`, this process will start it: it takes its lease first, so the
+        session is answerable to a live lease from the moment it exists, and a worker
+        starts it should this process die before it does. With `fleet`, it is handed to
+        the fleet: any live worker takes it.
+        """
         self.check_request(req)
+        executor = None if fleet else self.lease().executor_id
         session_id = req.session_id or new_session_id()
         run_dir = RunDir.create(self.settings.runs_dir, session_id)
         record = self.catalog.create_session(
@@ -121,8 +154,12 @@ class Host:
             system_message=req.system_message,
             tool_names=req.tool_names,
             options=req.options,
+            executor=executor,
             agent=req.agent,
         )
+        if fleet:
+            self.catalog.notify_handover()
+        crash_point("session.created")
         return record
 
     def send(
@@ -139,8 +176,10 @@ class Host:
                 "start a new session, or continue a code session with --mode resume",
             )
         fresh = self.catalog.post(session_id, msg_id or secrets.token_hex(8), kind, {"text": text})
-        if self.engine is not None:
-            return fresh
+        if self.engine is not None and self.engine.launched:
+            return fresh  # the caller rings in-process (see ring)
+        if record.executor and any(w.executor_id == record.executor for w in self.fleet_workers()):
+            return fresh  # its worker rings it when it sees the message (runtime/duties.py)
         ring_offline(self.settings, workflow_id(session_id, record.generation))
         return fresh
 

@@ -5,7 +5,10 @@ Turns and tool calls are journaled in the catalog under idempotent keys (`turn:N
 reading the whole transcript each turn. It is rebuilt from the catalog after a restart.
 
 It also derives, from what is stored and nothing else, the skills the session loaded (a
-load_skill call whose result is stored) and the inputs that will start its next turn.
+load_skill call whose result is stored), the inputs that will start its next turn, and what
+the model sees once older turns were compacted (view): the task, the compaction's summary
+with the loaded skills and pinned messages it replaced, verbatim, then every message after
+it. The catalog keeps every message; only the view leaves them out.
 """
 
 from __future__ import annotations
@@ -20,6 +23,10 @@ from swarmdeck.runtime.history import to_message
 from swarmdeck.runtime.origin import input_origin, turn_origin
 from swarmdeck.tools.builtins.skills import LOAD_SKILL
 
+# The transcript kind of a compaction: older turns replaced, in what the model sees, by a
+# summary (or a marker that they were dropped).
+COMPACTION = "compaction"
+
 
 @dataclass
 class Journal:
@@ -29,6 +36,14 @@ class Journal:
     cursor: int = 0
     by_key: dict[str, EventRecord] = field(default_factory=dict)
     messages: list[Message] = field(default_factory=list)
+    # Per message: the key and kind of the event it came from, and whether it is pinned.
+    sources: list[tuple[str, str, bool]] = field(default_factory=list)
+    # The latest compaction (its event), and the model's last turn.
+    compaction: EventRecord | None = None
+    last_turn: EventRecord | None = None
+    # Skill name -> the stored result of the load_skill call that loaded it (its body).
+    skill_bodies: dict[str, tuple[str, str]] = field(default_factory=dict)
+    _position: dict[str, int] = field(default_factory=dict)
     # Skill name -> the turn whose load_skill call loaded it.
     loaded: dict[str, int] = field(default_factory=dict)
     _skill_calls: dict[str, str] = field(default_factory=dict)
@@ -52,14 +67,21 @@ class Journal:
             self.by_key[event.key] = event
             message = to_message(event)
             if message is not None:
+                self._position[event.key] = len(self.messages)
                 self.messages.append(message)
+                self.sources.append((event.key, event.kind, bool(event.payload.get("pinned"))))
+            elif event.kind == COMPACTION:
+                self.compaction = event
             self._follow(event)
         if fresh:
             self.cursor = max(self.cursor, *(e.id for e in fresh))
 
     def _follow(self, event: EventRecord) -> None:
         """Keep the loaded skills and the pending inputs up to date."""
+        if event.kind == COMPACTION:
+            return
         if event.kind == "assistant":
+            self.last_turn = event
             self._inputs.clear()
             self._last_origin = event.payload.get("origin")
             turn = event.key.removeprefix("turn:")
@@ -74,6 +96,7 @@ class Journal:
                 name = self._skill_calls.pop(call_key, None)
                 if name is not None:
                     self.loaded.setdefault(name, int(call_key.split(":", 1)[0]))
+                    self.skill_bodies.setdefault(name, (event.key, event.payload["content"]))
         else:
             self._inputs.append((event.kind, event.key))
 
@@ -89,6 +112,46 @@ class Journal:
             if (origin := input_origin(kind, key, has_parent=has_parent, system=system))
         ]
         return turn_origin(inputs, self._last_origin)
+
+    def cut(self) -> int:
+        """Where what the model sees verbatim begins: the index of the first message after
+        the latest compaction (when there was none, the first message past the task)."""
+        if self.compaction is None:
+            return 1 if self.sources and self.sources[0][1] == "task" else 0
+        return self._position[self.compaction.payload["through"]] + 1
+
+    def view(self) -> list[Message]:
+        """The conversation as the model sees it (see the module's docstring)."""
+        if self.compaction is None:
+            return list(self.messages)
+        cut = self.cut()
+        head = [
+            m
+            for m, (_, kind, _) in zip(self.messages[:cut], self.sources, strict=False)
+            if kind == "task"
+        ]
+        pinned = [
+            m
+            for m, (_, kind, pin) in zip(self.messages[:cut], self.sources, strict=False)
+            if pin and kind != "task"
+        ]
+        return [*head, Message("user", self.summary_text()), *pinned, *self.messages[cut:]]
+
+    def summary_text(self) -> str:
+        """The latest compaction's text, with the loaded skills it replaced, verbatim."""
+        assert self.compaction is not None
+        text = self.compaction.payload["text"]
+        cut = self.cut()
+        skills = [
+            (name, body)
+            for name, (key, body) in self.skill_bodies.items()
+            if self._position.get(key, cut) < cut
+        ]
+        if skills:
+            text += "\n\nSkills you loaded earlier (verbatim):" + "".join(
+                f"\n\n## {name}\n{body}" for name, body in skills
+            )
+        return text
 
     def get(self, key: str) -> EventRecord | None:
         """The stored event with this key, as of the last refresh."""

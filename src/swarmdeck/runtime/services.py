@@ -37,6 +37,8 @@ PLUGIN_CACHE_SECONDS = 10.0
 class EngineOps(Protocol):
     """What steps may ask of the engine without importing it."""
 
+    executor_id: str
+
     async def ring(self, session_id: str) -> None:
         """Wake the session if it waits on its inbox (best effort; the inbox is durable)."""
         ...
@@ -88,6 +90,12 @@ class Services:
     _plugins: dict[tuple[str, tuple[str, ...]], tuple[float, PluginSet]] = field(
         default_factory=dict
     )
+
+    def executor_id(self) -> str:
+        """The executor id of this process's engine (who runs the sessions here)."""
+        if self.engine_ops is None:
+            raise SwarmdeckError("swarmdeck runtime is not started", "launch the engine first")
+        return self.engine_ops.executor_id
 
     def session_identity(self, session_id: str) -> SessionRecord:
         """The session's record as created (its identity fields are immutable)."""
@@ -160,6 +168,23 @@ class Services:
             toolsets=[mcp],
             tracing=tracing_for(settings.home, redactor.redact),
         )
+
+    async def aclose(self) -> None:
+        """Release what this process opened for its sessions: the toolsets' MCP servers,
+        then the adapters' connection pools."""
+        await self.close_toolsets()
+        await self.close_models()
+
+    async def close_models(self) -> None:
+        """Close the adapters' connection pools (on the loop that opened them), so none is
+        reported unclosed when the process ends."""
+        for model in self._models.values():
+            aclose = getattr(model, "aclose", None)
+            if aclose is not None:
+                try:
+                    await aclose()
+                except Exception:  # closing is best effort: the process is ending anyway
+                    continue
 
     def provider_for(self, model_ref: str) -> tuple[ProviderConfig, str]:
         """Resolve `provider:model` to its fixed provider config and model name."""

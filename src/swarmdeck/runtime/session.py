@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from swarmdeck.catalog import fence
+from swarmdeck.catalog.fence import Fenced
 from swarmdeck.runtime import steps, tree
 from swarmdeck.runtime.control import ControlTools
 from swarmdeck.runtime.durable import Durable
@@ -22,24 +24,35 @@ BATCH_GAP_SECONDS = 0.25
 BATCH_MAX_SECONDS = 2.0
 # Inbox kinds a session takes in between turns; answers are for the ask_user that waits.
 TURN_INBOX_KINDS = ["user", "child_update"]
+# What an execution that was taken over returns (the session itself runs on elsewhere).
+SUPERSEDED = "superseded"
 # The notice a session that waits between turns leaves when a wake-up used max_turns.
 CAP_NOTICE = "turn_cap"
 
 
 async def run_session(session_id: str, generation: int, d: Durable) -> dict[str, Any]:
     """Drive one generation of a session to its end; returns {status, reason}."""
-    info = await steps.start_generation(session_id, generation)
+    info, epoch = await steps.begin_execution(session_id, generation)
+    # This execution's writes to the session land only while its epoch holds (fence.py).
+    fence.enter(session_id, epoch)
     if info["terminal"]:
         return {"status": info["status"], "reason": "already finished"}
     loop = SessionLoop(d, session_id, info)
     try:
-        with session_span(session_id, generation):
-            return await loop.run()
-    except Exception as exc:
-        # A bug or an unexpected failure in a step: end the session where everyone can
-        # see it (and tell its parent) instead of leaving it `running` with no workflow.
-        # (Cancellation is not an Exception: it passes through.)
-        return await loop.fail(exc)
+        try:
+            with session_span(session_id, generation):
+                return await loop.run()
+        except Fenced:
+            raise
+        except Exception as exc:
+            # A bug or an unexpected failure in a step: end the session where everyone can
+            # see it (and tell its parent) instead of leaving it `running` with no workflow.
+            # (Cancellation is not an Exception: it passes through.)
+            return await loop.fail(exc)
+    except Fenced:
+        # Taken over by another worker while this one was paused: it runs the session
+        # now. Stop here, quietly: no end, no error, nothing written.
+        return {"status": SUPERSEDED, "reason": "taken over by another worker"}
 
 
 class SessionLoop:
@@ -289,6 +302,8 @@ class SessionLoop:
         error = steps.describe_error(exc)
         try:
             return await self.end("failed", error, "internal_error")
+        except Fenced:
+            raise  # another execution owns the session: it records the end
         except Exception as again:
             self.last_text = ""
             why = f"{error}; recorded without its final text: {steps.describe_error(again)}"

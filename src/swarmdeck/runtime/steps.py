@@ -13,18 +13,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from swarmdeck.catalog import fence
 from swarmdeck.catalog.catalog import WriteWouldWait
 from swarmdeck.catalog.records import EventRecord, SessionRecord
 from swarmdeck.errors import ProviderError, SwarmdeckError
+from swarmdeck.models.errors import CONTEXT_OVERFLOW
 from swarmdeck.models.types import Message
 from swarmdeck.plugins.aliases import resolve_tools
 from swarmdeck.plugins.definitions import SkillDef
+from swarmdeck.runtime.context import fit_context
 from swarmdeck.runtime.crashpoints import crash_point
 from swarmdeck.runtime.journal import Journal
 from swarmdeck.runtime.mgmt_ops import RuntimeMgmtOps
 from swarmdeck.runtime.origin import CRON
-from swarmdeck.runtime.prompts import system_prompt
+from swarmdeck.runtime.prompts import skill_index, system_prompt
 from swarmdeck.runtime.services import services
+from swarmdeck.runtime.tool_output import shrink
 from swarmdeck.runtime.traced import tool_span, turn_span
 from swarmdeck.runtime.tree import drain_inbox, model_resting, parent_notice, ring
 from swarmdeck.runtime.turn_watch import TurnWatch
@@ -114,25 +118,34 @@ BUDGET_KEYS = ("max_tokens", "max_cost", "max_turns_total")
 
 async def start_generation(session_id: str, generation: int) -> dict[str, Any]:
     """What the loop needs to run this generation of the session (see load_session)."""
+    return (await begin_execution(session_id, generation))[0]
+
+
+async def begin_execution(session_id: str, generation: int) -> tuple[dict[str, Any], int]:
+    """Start an execution of the generation's workflow: what the loop needs, and the epoch
+    this execution writes under (see catalog/fence.py)."""
     return await asyncio.to_thread(load_session, session_id, generation)
 
 
-def load_session(session_id: str, generation: int) -> dict[str, Any]:
-    """The parts of the session record the loop needs; marks it running and takes in the
-    messages that arrived while no worker ran it.
+def load_session(session_id: str, generation: int) -> tuple[dict[str, Any], int]:
+    """The parts of the session record the loop needs, and this execution's epoch; marks
+    the session running and takes in the messages that arrived while no worker ran it.
 
     Journaled like a turn: the first run stores what it found as the generation's start,
     and a rerun after a crash returns that, so the loop takes the same path as before even
-    though the session (its cron, its turns) has moved on since.
+    though the session (its cron, its turns) has moved on since. Every run claims the
+    session under a new epoch before it writes anything, which fences off the one before.
     """
     svc = services()
+    executor = svc.executor_id()
     stored = svc.catalog.generation_start(session_id, generation)
     if stored is not None:
-        return stored
-    record, turns_done = svc.catalog.open_run(session_id)
+        return stored, svc.catalog.claim_run(session_id, executor)
+    record, turns_done = svc.catalog.open_run(session_id, executor)
+    fence.enter(session_id, record.epoch)
     if record.terminal or record.generation != generation:
         # Ended, or superseded by a newer generation before this one ever ran.
-        return {"terminal": True, "status": record.status}
+        return {"terminal": True, "status": record.status}, record.epoch
     taken = drain_inbox(session_id, f"g{generation}:start", None, record=True)
     chain = _with_ancestors(record)
     journal = svc.journal(session_id)
@@ -158,7 +171,7 @@ def load_session(session_id: str, generation: int) -> dict[str, Any]:
             record.options.get("rollover_iterations", svc.settings.rollover_iterations)
         ),
     }
-    return svc.catalog.keep_generation_start(session_id, generation, info)
+    return svc.catalog.keep_generation_start(session_id, generation, info), record.epoch
 
 
 def _with_ancestors(record: SessionRecord) -> list[SessionRecord]:
@@ -187,7 +200,8 @@ def check_budget(session_id: str) -> str | None:
             continue
         used = catalog.usage_totals([sid, *catalog.descendant_ids(sid)])
         spent = {
-            "max_tokens": used.input + used.output,
+            # A token read from a prompt cache is still a token of the prompt.
+            "max_tokens": used.input + used.cache_read + used.cache_write + used.output,
             "max_cost": used.cost_usd or 0.0,
             "max_turns_total": used.turns,
         }
@@ -287,11 +301,13 @@ def _prompt(session_id: str, turn: int, extra: list[Tool]) -> dict[str, Any]:
     svc = services()
     record = svc.session_identity(session_id)
     journal = svc.journal(session_id)
-    prompt = system_prompt(record.workdir, record.system_message, visible_skills(record))
+    index = visible_skills(record)
+    prompt = system_prompt(record.workdir, record.system_message, index)
     skills = session_skills(record, journal.skills_before(turn))
     return {
         "record": record,
-        "messages": [Message("system", prompt), *journal.messages],
+        "system": Message("system", prompt),
+        "skills_index": skill_index(index),
         "specs": [t.spec() for t in offered_tools(record, skills, extra)],
         "origin": journal.next_origin(
             has_parent=record.parent_id is not None, system=record.system
@@ -336,31 +352,40 @@ def _store_turn(
     record: SessionRecord,
     completion: Any,
     origin: str,
+    fitted: dict[str, Any],
     wait: bool = True,
 ) -> dict[str, Any]:
     """Store the model's message and usage in one transaction; returns what the loop needs.
 
+    The turn's usage row also counts the summaries made to fit its prompt (fitted's
+    `spent`); the message keeps the model's own counts and what the prompt measured.
     When another process stored this turn first (a worker presumed dead that was not),
     its turn is the one that counts.
     """
     svc = services()
     calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in completion.tool_calls]
     config, model_name = svc.provider_for(record.model)
+    spent = fitted["spent"]
+    counts = completion.usage.as_dict()
+    cost = completion.cost_usd
+    if spent["cost_usd"] is not None:
+        cost = (cost or 0.0) + spent["cost_usd"]
     usage_row = {
         "turn": turn,
         "provider": config.key,
         "model": model_name,
-        "cost_usd": completion.cost_usd,
-        "estimated": completion.usage.estimated,
-        **completion.usage.as_dict(),
+        "cost_usd": cost,
+        "estimated": completion.usage.estimated or spent["estimated"],
+        **{name: value + spent["usage"].get(name, 0) for name, value in counts.items()},
     }
     key = f"turn:{turn}"
     payload = {
         "text": completion.text,
         "tool_calls": calls,
         "reasoning": completion.reasoning,
-        "usage": {**completion.usage.as_dict(), "estimated": completion.usage.estimated},
+        "usage": {**counts, "estimated": completion.usage.estimated},
         "origin": origin,
+        "context": fitted["context"],
     }
     if not svc.catalog.append_event(session_id, key, "assistant", payload, usage_row, wait=wait):
         return _turn_reply(_stored(session_id, key))
@@ -392,18 +417,18 @@ async def llm_turn(session_id: str, turn: int, generation: int, inbox: list[str]
     extra = await toolset_tools(session_id, turn)
     prep = await _read(_prompt, session_id, turn, extra)
     record = prep["record"]
+    fitted = await fit_context(session_id, turn, prep)
+    assert fitted is not None
     watch = TurnWatch(session_id, turn, generation)
     crash_point("llm.before")
     try:
         with turn_span(record, turn) as span:
             try:
-                completion = await svc.model(record.model).complete(
-                    prep["messages"], prep["specs"], on_chunk=watch.chunk, on_notice=watch.notice
-                )
+                completion, fitted = await _complete(session_id, turn, prep, fitted, watch)
             except ProviderError as exc:
                 span.failed(exc.kind, exc.one_line())
                 raise
-            span.completed(completion, prep["messages"])
+            span.completed(completion, fitted["messages"])
     except ProviderError as exc:
         message = exc.one_line()
         await asyncio.to_thread(
@@ -415,7 +440,30 @@ async def llm_turn(session_id: str, turn: int, generation: int, inbox: list[str]
         )
         return {"error": message, "retryable": exc.retryable}
     crash_point("llm.after")
-    return await _write(_store_turn, session_id, turn, record, completion, prep["origin"])
+    return await _write(_store_turn, session_id, turn, record, completion, prep["origin"], fitted)
+
+
+async def _complete(
+    session_id: str, turn: int, prep: dict[str, Any], fitted: dict[str, Any], watch: TurnWatch
+) -> tuple[Any, dict[str, Any]]:
+    """The model's answer to the fitted prompt, and the prompt it answered. A provider that
+    says the prompt is over its window gets one compaction, then one more try."""
+    model = services().model(prep["record"].model)
+    try:
+        completion = await model.complete(
+            fitted["messages"], prep["specs"], on_chunk=watch.chunk, on_notice=watch.notice
+        )
+        return completion, fitted
+    except ProviderError as exc:
+        if exc.kind != CONTEXT_OVERFLOW:
+            raise
+        refitted = await fit_context(session_id, turn, prep, overflow=True)
+        if refitted is None:
+            raise
+    completion = await model.complete(
+        refitted["messages"], prep["specs"], on_chunk=watch.chunk, on_notice=watch.notice
+    )
+    return completion, refitted
 
 
 async def mail_waiting(session_id: str, turn: int, generation: int, inbox: list[str]) -> bool:
@@ -515,6 +563,7 @@ async def tool_call(session_id: str, turn: int, call: dict[str, Any]) -> dict[st
                 outcome = ToolOutcome(f"error: {describe_error(exc)}", is_error=True)
             span.finished(outcome.content, outcome.is_error)
         crash_point("tool.after")
+    outcome = await asyncio.to_thread(shrink, session_id, turn, call["id"], outcome)
     return await _write(_store_call, session_id, turn, call, outcome)
 
 

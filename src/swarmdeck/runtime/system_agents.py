@@ -122,6 +122,8 @@ def create_system_session(host: Host, agent: AgentDef, row: SystemAgentRow) -> S
             "one_shot": False,
             "max_turns": UNCAPPED_TURNS,
         },
+        # This process starts it at once; should it die first, its lease's takeover does.
+        executor=host.lease().executor_id,
     )
 
 

@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 from typing import Any
 
+from swarmdeck.catalog.catalog import Catalog
 from swarmdeck.catalog.records import (
     TERMINAL_STATUSES,
     InboxPost,
@@ -225,11 +226,12 @@ async def cancel_tree(session_id: str, reason: str, tell_parent: bool = True) ->
 
 
 def _mark_cancelled(
-    session_id: str, reason: str, tell_parent: bool
+    session_id: str, reason: str, tell_parent: bool, catalog: Catalog | None = None
 ) -> tuple[list[str], str | None]:
     """Record the cancel of a session and its live descendants; returns their ids, and the
-    parent told of it (whose doorbell the caller rings)."""
-    catalog = services().catalog
+    parent told of it (whose doorbell the caller rings). With a `catalog`, no engine is
+    needed: the workers running them stop them (runtime/duties.py)."""
+    catalog = catalog or services().catalog
     records = [catalog.get_session(i) for i in [session_id, *catalog.descendant_ids(session_id)]]
     entry = {"status": "cancelled", "error": reason, "reason": "cancelled"}
     live: list[str] = []
@@ -245,6 +247,12 @@ def _mark_cancelled(
         live.append(r.id)
         told = notice.session_id if notice is not None else told
     return live, told
+
+
+def cancel_in_catalog(catalog: Catalog, session_id: str, reason: str) -> list[str]:
+    """Cancel a session tree in the catalog alone, from a process without an engine; the
+    workers that run its sessions stop their workflows. Returns the ids cancelled."""
+    return _mark_cancelled(session_id, reason, True, catalog)[0]
 
 
 def set_cron(session_id: str, cron: dict[str, Any] | None) -> None:

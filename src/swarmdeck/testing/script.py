@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from swarmdeck.errors import SwarmdeckError
+from swarmdeck.testing.prompt_cache import CacheUse, prompt_tokens
 
 Api = Literal["openai", "anthropic"]
 
@@ -96,10 +97,18 @@ class ScenarioSpec(_Strict):
     turns: list[TurnSpec] = Field(default_factory=list)
 
 
+OverflowStyle = Literal["vendor", "vllm", "llamacpp", "empty_stream"]
+
+
 class ScriptFile(_Strict):
-    """The whole script file."""
+    """The whole script file; `context_tokens` gives the model a window, and `overflow` says
+    how a prompt over it is refused: the vendor's own 400 (OpenAI's
+    `context_length_exceeded`, Anthropic's `prompt is too long`), vLLM's or llama.cpp's
+    400, or llama.cpp's 200 with an empty stream."""
 
     scenarios: list[ScenarioSpec] = Field(default_factory=list)
+    context_tokens: int | None = Field(default=None, gt=0)
+    overflow: OverflowStyle = "vendor"
 
 
 # --- plain data used inside the server -----------------------------------------------------
@@ -426,20 +435,13 @@ def _estimate_tokens(chars: int) -> int:
     return max(1, chars // 4)
 
 
-def _request_chars(request: FakeRequest) -> int:
-    """Characters of text in the request's messages (what the prompt count is based on)."""
-    text_of = _openai_text if request.api == "openai" else _anthropic_text
-    total = 0
-    for message in request.messages:
-        total += len(text_of(message.get("content")))
-    system = request.body.get("system")
-    if request.api == "anthropic" and system is not None:
-        total += len(_anthropic_text(system))
-    return total
-
-
-def effective_usage(reply: Reply, request: FakeRequest) -> ReplyUsage:
-    """Scripted counts, with unset input/output (and reasoning, if any) derived from lengths."""
+def effective_usage(
+    reply: Reply, request: FakeRequest, cache: CacheUse | None = None
+) -> ReplyUsage:
+    """Scripted counts, with unset ones derived: output (and reasoning, if any) from the
+    answer's length, input from the prompt's weight and what the cache served of it (in
+    the vendor's terms: OpenAI's prompt count holds the cached tokens, Anthropic's input
+    count does not)."""
     given = reply.usage or ReplyUsage()
     reasoning = given.reasoning
     if reasoning is None and reply.usage is None and reply.reasoning:
@@ -451,13 +453,16 @@ def effective_usage(reply: Reply, request: FakeRequest) -> ReplyUsage:
         )
         # Like OpenAI's completion_tokens, the output count includes reasoning.
         output = _estimate_tokens(chars) + (reasoning or 0)
-    return ReplyUsage(
-        input=given.input if given.input is not None else _estimate_tokens(_request_chars(request)),
-        output=output,
-        reasoning=reasoning,
-        cache_read=given.cache_read,
-        cache_write=given.cache_write,
-    )
+    if cache is None:
+        cache = CacheUse(max(1, prompt_tokens(request.api, request.body)))
+    if given.input is not None:
+        return ReplyUsage(given.input, output, reasoning, given.cache_read, given.cache_write)
+    cache_read = given.cache_read if given.cache_read is not None else (cache.read or None)
+    cache_write = given.cache_write if given.cache_write is not None else (cache.written or None)
+    if request.api == "openai":
+        return ReplyUsage(cache.total, output, reasoning, cache_read, cache_write)
+    uncached = cache.total - (cache_read or 0) - (cache_write or 0)
+    return ReplyUsage(max(0, uncached), output, reasoning, cache_read, cache_write)
 
 
 def break_json(text: str) -> str:

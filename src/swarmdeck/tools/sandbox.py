@@ -20,19 +20,23 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from swarmdeck.errors import PermissionDeniedError, ToolError
 from swarmdeck.secrets.redact import default_redactor
 from swarmdeck.tools.bwrap import bwrap_args
 from swarmdeck.tools.jail.command import launcher_argv
 from swarmdeck.tools.policy import RUNS_ANOTHER_RE
+from swarmdeck.tools.sandbox_info import (  # noqa: F401 (the sandbox's public names)
+    INSTALL_HINT,
+    OPTED_OUT_REASON,
+    SandboxInfo,
+    SandboxKind,
+    sandbox_warning,
+)
 from swarmdeck.tools.visible import default_hidden_paths, tool_path
 
 SANDBOX_ENV = "SWARMDECK_SANDBOX"
 OFF_VALUES = frozenset({"off", "0", "false", "no", "none"})
-SandboxKind = Literal["bwrap", "landlock", "none"]
-INSTALL_HINT = "install bubblewrap: `apt install bubblewrap`, or `make demo` as root"
 # Variables copied from the parent environment (PATH is rebuilt); everything else is dropped.
 ENV_ALLOW = frozenset({"LANG", "LANGUAGE", "TERM", "TZ"})
 ENV_ALLOW_PREFIXES = ("LC_",)
@@ -45,20 +49,6 @@ DRAIN_GRACE_S = 1.0
 REAP_GRACE_S = 5.0
 POLL_MAX_S = 0.01
 READ_CHUNK = 65_536
-
-
-@dataclass(frozen=True)
-class SandboxInfo:
-    """The sandbox shell tools run in here, and why it is that one."""
-
-    kind: SandboxKind
-    reason: str
-    version: str | None = None
-
-    @property
-    def available(self) -> bool:
-        """True when some sandbox confines tools (bubblewrap or Landlock)."""
-        return self.kind != "none"
 
 
 @dataclass(frozen=True)
@@ -98,7 +88,7 @@ def detect_sandbox() -> SandboxInfo:
 def sandbox_in_force(opted_out: bool) -> SandboxInfo:
     """The sandbox a run gets: none when its user opted out, else the best that works."""
     if opted_out:
-        return SandboxInfo("none", "turned off by the user (--no-sandbox or sandbox: off)")
+        return SandboxInfo("none", OPTED_OUT_REASON)
     return detect_sandbox()
 
 
@@ -119,16 +109,6 @@ def shell_refusal(mode_writes: bool, info: SandboxInfo, opted_out: bool) -> str 
         "or accept running without one: --no-sandbox, or `sandbox: off` in "
         "$SWARMDECK_HOME/settings.yaml"
     )
-
-
-def sandbox_warning(read_only: bool, reason: str, opted_out: bool) -> str:
-    """The one line `run` and `dispatch` print when no sandbox confines the tools."""
-    head = f"warning: no sandbox ({reason}):"
-    if read_only:
-        return f"{head} this read-only run has no shell tool, only the file tools; {INSTALL_HINT}"
-    if opted_out:
-        return f"{head} shell commands run unconfined, as you asked"
-    return f"{head} the shell tool will refuse to run; {INSTALL_HINT}, or pass --no-sandbox"
 
 
 @functools.cache

@@ -33,6 +33,14 @@ def _call_preview(name: str, arguments: str) -> str:
     return f"{name}({shown})"
 
 
+def describe_compaction(p: dict[str, object]) -> str:
+    """A compaction as a line for humans: how many messages, summarized or dropped, why."""
+    how = "summarized" if p.get("summarized") else "dropped (no summary)"
+    why = " after a context-length error" if p.get("overflow") else " to fit the window"
+    error = f": {p['error']}" if p.get("error") else ""
+    return f"{p.get('messages', 0)} earlier messages {how}{why}{error}"
+
+
 class ProgressPrinter:
     """Prints one line per transcript event, each with the time it happened."""
 
@@ -83,6 +91,8 @@ class ProgressPrinter:
             return f"[magenta]audit[/] {escape(p['action'])} {escape(shown)}: {escape(p['why'])}"
         if ev.kind == "error":
             return f"[red]error[/] {escape(p['message'])}"
+        if ev.kind == "compaction":
+            return f"[blue]context[/] {escape(describe_compaction(p))}"
         if ev.kind == "notice":
             return f"[yellow]wait[/]  {escape(_preview(p.get('text') or p.get('reason', ''), 300))}"
         if ev.kind == "status":

@@ -19,6 +19,10 @@ from swarmdeck.tools.base import ALL_MODES, Effect, Tool, ToolContext
 # yet; without it a session reaches its own tree only.
 STORE_WIDE_GRANT = "artifacts:store"
 
+# One read returns at most this many characters: a large artifact is read in parts, so
+# reading it never floods the model's context.
+READ_LIMIT = 8_000
+
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 LINK_RE = re.compile(r"^artifact://([A-Za-z0-9._~-]+)/(.+)$")
 
@@ -84,6 +88,10 @@ class ReadArgs(BaseModel):
     session_id: str | None = Field(
         None, description="Whose artifact (a session of your tree); yours when omitted"
     )
+    offset: int = Field(0, ge=0, description="First character to read (0: the start)")
+    limit: int = Field(
+        READ_LIMIT, ge=1, le=READ_LIMIT, description=f"Characters to read (at most {READ_LIMIT})"
+    )
 
 
 class ListArgs(BaseModel):
@@ -135,7 +143,13 @@ async def _read(ctx: ToolContext, args: ReadArgs) -> str:
     else:
         session_id, name = args.session_id or ctx.session_id, args.name
     check_reach(ctx, session_id)
-    return load_artifact(ctx.services["catalog"], session_id, name).decode(errors="replace")
+    text = load_artifact(ctx.services["catalog"], session_id, name).decode(errors="replace")
+    if args.offset == 0 and len(text) <= args.limit:
+        return text
+    end = min(len(text), args.offset + args.limit)
+    part = text[args.offset : end]
+    more = f"; read on with offset={end}" if end < len(text) else ""
+    return f"{part}\n[characters {args.offset}-{end} of {len(text)}{more}]"
 
 
 async def _list(ctx: ToolContext, args: ListArgs) -> str:
@@ -157,7 +171,8 @@ ARTIFACT_TOOLS = [
     ),
     Tool(
         "read_artifact",
-        "Read an artifact of your session tree by name or link.",
+        "Read an artifact of your session tree by name or link; a long one in parts "
+        "(offset, limit).",
         ReadArgs,
         Effect.READ,
         _read,

@@ -8,8 +8,8 @@ import time
 
 from pydantic import BaseModel, Field
 
-from swarmdeck.catalog.housekeeping import set_supervisor_processes, supervisors
-from swarmdeck.catalog.workers import HEARTBEAT_STALE_SECONDS
+from swarmdeck.catalog.supervisors import SupervisorRegistry
+from swarmdeck.config import LEASE_SECONDS
 from swarmdeck.errors import PermissionDeniedError, ToolError
 from swarmdeck.tools.base import Effect, Tool, ToolContext
 from swarmdeck.tools.builtins.mgmt.audit import audit_line, write_audit
@@ -62,34 +62,32 @@ async def _terminate(ctx: ToolContext, args: TerminateArgs) -> str:
 
 async def _scale(ctx: ToolContext, args: ScaleArgs) -> str:
     require_person(ctx, "scale_workers")
-    catalog = ctx.services["catalog"]
+    registry = SupervisorRegistry(ctx.services["catalog"].engine)
+    settings = ctx.services.get("settings")
+    lease_s = settings.lease_seconds if settings is not None else LEASE_SECONDS
     now = time.time()
-    rows = await asyncio.to_thread(supervisors, catalog)
-    live = [
-        r for r in rows if not r["stopped"] and now - r["heartbeat_at"] < HEARTBEAT_STALE_SECONDS
-    ]
+    rows = await asyncio.to_thread(registry.rows)
+    live = [r for r in rows if r.live(now, lease_s)]
     if not live:
         raise ToolError(
             "no live worker supervisor: scaling needs `swarmdeck worker --processes N` running"
         )
     if args.supervisor_id is None and len(live) > 1:
-        ids = ", ".join(r["supervisor_id"] for r in live)
+        ids = ", ".join(r.supervisor_id for r in live)
         raise ToolError(f"several supervisors run ({ids}): name one as supervisor_id")
-    chosen = next((r for r in live if args.supervisor_id in (None, r["supervisor_id"])), None)
+    chosen = next((r for r in live if args.supervisor_id in (None, r.supervisor_id)), None)
     if chosen is None:
         raise ToolError(f"no live supervisor {args.supervisor_id}")
     what = {
-        "supervisor": chosen["supervisor_id"],
-        "from": chosen["processes"],
+        "supervisor": chosen.supervisor_id,
+        "from": chosen.processes,
         "to": args.processes,
         "bytes": 0,
     }
     entry = write_audit(ctx, "scale_workers", args.reason or "asked by a person", what)
-    await asyncio.to_thread(
-        set_supervisor_processes, catalog, chosen["supervisor_id"], args.processes
-    )
+    await asyncio.to_thread(registry.set_processes, chosen.supervisor_id, args.processes)
     return (
-        f"supervisor {chosen['supervisor_id']}: {chosen['processes']} -> {args.processes} "
+        f"supervisor {chosen.supervisor_id}: {chosen.processes} -> {args.processes} "
         f"worker processes\n{audit_line(entry)}"
     )
 

@@ -5,9 +5,9 @@ check, which says only what crosses a threshold."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
-import socket
 import time
 from collections import Counter
 from pathlib import Path
@@ -19,10 +19,10 @@ from swarmdeck.catalog.housekeeping import (
     artifact_paths,
     database_size,
     session_briefs,
-    supervisors,
     table_stats,
 )
-from swarmdeck.catalog.workers import HEARTBEAT_STALE_SECONDS, WorkerRegistry
+from swarmdeck.catalog.supervisors import SupervisorRegistry
+from swarmdeck.catalog.workers import WorkerRegistry
 from swarmdeck.tools.base import Effect, Tool, ToolContext, ToolOutcome
 from swarmdeck.tools.builtins.mgmt.files import tree_size
 from swarmdeck.tools.builtins.mgmt.sweeper import MGMT_MODES
@@ -65,7 +65,7 @@ def system_stats(ctx: ToolContext) -> dict[str, Any]:
         "roots": sum(1 for b in briefs if b.parent_id is None),
         "sub_agents": sum(1 for b in briefs if b.parent_id is not None),
         "system_sessions": {b.id: b.status for b in briefs if b.system},
-        "workers_alive": len(WorkerRegistry(catalog.engine).alive()),
+        "workers_alive": len(_workers(ctx).alive()),
     }
 
 
@@ -126,11 +126,11 @@ def database_stats(ctx: ToolContext) -> dict[str, Any]:
 def infrastructure_stats(ctx: ToolContext) -> dict[str, Any]:
     """Workers (host, pid, heartbeat age, memory), hosts, supervisors."""
     catalog = ctx.services["catalog"]
-    registry = WorkerRegistry(catalog.engine)
-    now, here = time.time(), socket.gethostname()
+    registry = _workers(ctx)
+    now, here = time.time(), registry.hostname
     workers = []
     for w in registry.rows():
-        alive = w.alive(now, here)
+        alive = w.alive(now, here, registry.lease_s)
         workers.append(
             {
                 "executor_id": w.executor_id,
@@ -142,8 +142,8 @@ def infrastructure_stats(ctx: ToolContext) -> dict[str, Any]:
             }
         )
     sups = [
-        {**s, "live": not s["stopped"] and now - s["heartbeat_at"] < HEARTBEAT_STALE_SECONDS}
-        for s in supervisors(catalog)
+        {**dataclasses.asdict(s), "live": s.live(now, registry.lease_s)}
+        for s in SupervisorRegistry(catalog.engine).rows(stopped_too=True)
     ]
     return {
         "workers": workers,
@@ -151,6 +151,14 @@ def infrastructure_stats(ctx: ToolContext) -> dict[str, Any]:
         "supervisors": sups,
         "this_process": {"pid": os.getpid(), "rss_bytes": rss_bytes(os.getpid())},
     }
+
+
+def _workers(ctx: ToolContext) -> WorkerRegistry:
+    """The worker registry, with this process's host name and lease."""
+    settings = ctx.services.get("settings")
+    if settings is None:
+        return WorkerRegistry(ctx.services["catalog"].engine)
+    return WorkerRegistry(ctx.services["catalog"].engine, settings.hostname, settings.lease_seconds)
 
 
 def resource_alerts(ctx: ToolContext) -> list[str]:
@@ -169,7 +177,7 @@ def resource_alerts(ctx: ToolContext) -> list[str]:
         alerts.append(f"the WAL holds {store['wal_bytes']} bytes")
     if (store.get("bytes") or 0) > THRESHOLDS["database_bytes"]:
         alerts.append(f"the database holds {store['bytes']} bytes")
-    crashed = WorkerRegistry(catalog.engine).crashed()
+    crashed = _workers(ctx).crashed()
     if crashed:
         alerts.append(f"{len(crashed)} worker(s) died and nobody took over: {', '.join(crashed)}")
     return alerts

@@ -1,0 +1,98 @@
+"""`swarmdeck workers`: the processes that serve the store, and the work waiting for them."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from swarmdeck.cli.app import app
+from swarmdeck.config import load_settings
+
+
+def fleet_status() -> dict[str, Any]:
+    """The live executors (fleet workers and local runs), their sessions, the queue."""
+    from swarmdeck.catalog.supervisors import SupervisorRegistry
+    from swarmdeck.catalog.workers import WorkerRegistry
+    from swarmdeck.cli.sessions import open_catalog
+
+    settings = load_settings()
+    catalog = open_catalog()
+    registry = WorkerRegistry(catalog.engine, settings.hostname, settings.lease_seconds)
+    running = catalog.running_by_executor()
+    depth, untaken = catalog.queue_depth()
+    now = time.time()
+    workers = [
+        {
+            "hostname": w.hostname,
+            "pid": w.pid,
+            "executor_id": w.executor_id,
+            "role": w.role,
+            "heartbeat_age_s": round(now - w.heartbeat_at, 1),
+            "sessions_running": running.get(w.executor_id, 0),
+        }
+        for w in sorted(registry.alive(), key=lambda w: (w.role != "worker", w.started_at))
+    ]
+    supervisors = [
+        {
+            "supervisor_id": s.supervisor_id,
+            "hostname": s.hostname,
+            "pid": s.pid,
+            "processes": s.processes,
+        }
+        for s in SupervisorRegistry(catalog.engine).rows(live_within_s=settings.lease_seconds * 3)
+    ]
+    return {
+        "workers": workers,
+        "queue_depth": depth,
+        "waiting_for_a_worker": untaken,
+        "supervisors": supervisors,
+    }
+
+
+def print_fleet(console: Console, doc: dict[str, Any]) -> None:
+    """The fleet as a table, then the queue and the supervisors."""
+    fleet = [w for w in doc["workers"] if w["role"] == "worker"]
+    if doc["workers"]:
+        table = Table(box=None, header_style="bold")
+        for col in ("host", "pid", "executor id", "role", "heartbeat", "sessions running"):
+            table.add_column(col, justify="right" if col in ("pid", "sessions running") else "left")
+        for w in doc["workers"]:
+            table.add_row(
+                w["hostname"],
+                str(w["pid"]),
+                w["executor_id"],
+                w["role"],
+                f"{w['heartbeat_age_s']:.1f} s ago",
+                str(w["sessions_running"]),
+            )
+        console.print(table)
+    if not fleet:
+        console.print("no fleet worker serves this store: runs happen in their own process")
+        console.print("start one with `swarmdeck worker` (or `swarmdeck worker --processes N`)")
+    line = f"queue depth: {doc['queue_depth']} session(s) waiting to run"
+    if doc["waiting_for_a_worker"]:
+        line += f", {doc['waiting_for_a_worker']} not yet taken by a worker"
+    console.print(line)
+    for s in doc["supervisors"]:
+        console.print(
+            f"supervisor {s['supervisor_id']} on {s['hostname']} keeps {s['processes']} "
+            "worker process(es)"
+        )
+
+
+@app.command()
+def workers(
+    as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
+) -> None:
+    """List the live workers of this store (host, pid, executor id, heartbeat age, sessions
+    running) and the queue depth."""
+    doc = fleet_status()
+    if as_json:
+        print(json.dumps(doc))
+        return
+    print_fleet(Console(), doc)

@@ -1,0 +1,218 @@
+"""What a request's prompt weighs, and what the vendors' prompt caches would serve of it.
+
+A prompt is cut into segments in the order the vendors cache it: tool definitions, the
+system prompt, then every message (OpenAI) or content block (Anthropic). Each segment
+weighs a token per four characters of its text, and carries the hash of the whole prefix
+that ends with it, so "the longest prefix seen before" is a set lookup per segment.
+
+The two vendors cache differently, and so does this:
+- OpenAI caches on its own: every prefix of every prompt is remembered, and a later prompt
+  is served the longest one it starts with (reported as
+  `usage.prompt_tokens_details.cached_tokens`, inside `prompt_tokens`).
+- Anthropic caches only where the request puts `cache_control` breakpoints: the prefix up
+  to each breakpoint is written (`cache_creation_input_tokens`), and a later prompt reads
+  the longest such prefix found at, or up to 20 blocks before, one of its own breakpoints
+  (`cache_read_input_tokens`); `input_tokens` is the rest.
+Both serve nothing below a minimum prefix (1,024 tokens, as the vendors' smaller models).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from swarmdeck.testing.script import Api
+
+CHARS_PER_TOKEN = 4
+DEFAULT_MIN_CACHED_TOKENS = 1024
+# How far before a breakpoint Anthropic looks for a prefix it wrote earlier.
+LOOKBACK_BLOCKS = 20
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One piece of a prompt: its weight, the hash of the prefix ending with it, and whether
+    the request marked it as a cache breakpoint."""
+
+    tokens: int
+    prefix_hash: str
+    breakpoint: bool
+
+
+@dataclass(frozen=True)
+class CacheUse:
+    """A prompt's tokens, and the part the cache served (read) or took in (written)."""
+
+    total: int
+    read: int = 0
+    written: int = 0
+
+    @property
+    def uncached(self) -> int:
+        """Tokens neither read from nor written to the cache."""
+        return self.total - self.read - self.written
+
+
+def tokens_of(text: str) -> int:
+    """A token per four characters, rounded up (the fake's stand-in for a tokenizer)."""
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
+def _text(value: Any) -> str:
+    """The text a content value carries: a string, or the text of its parts or blocks."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "".join(_text(part.get("text", "")) for part in value if isinstance(part, Mapping))
+    return ""
+
+
+def _tool_text(tool: Mapping[str, Any]) -> str:
+    """A tool definition as the model reads it: name, description, schema."""
+    function = tool.get("function") if isinstance(tool.get("function"), Mapping) else tool
+    schema = function.get("parameters", function.get("input_schema", {}))
+    return f"{function.get('name', '')}{function.get('description', '')}{json.dumps(schema)}"
+
+
+def _openai_pieces(body: Mapping[str, Any]) -> list[tuple[Any, str, bool]]:
+    """(what is hashed, its text, breakpoint) in cache order."""
+    pieces: list[tuple[Any, str, bool]] = [
+        (tool, _tool_text(tool), False)
+        for tool in body.get("tools") or []
+        if isinstance(tool, Mapping)
+    ]
+    for message in body.get("messages") or []:
+        if not isinstance(message, Mapping):
+            continue
+        text = _text(message.get("content"))
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") if isinstance(call, Mapping) else None
+            if isinstance(function, Mapping):
+                text += f"{function.get('name', '')}{function.get('arguments', '')}"
+        pieces.append((message, text, False))
+    return pieces
+
+
+def _block_text(block: Mapping[str, Any]) -> str:
+    """The text of one Anthropic content block."""
+    kind = block.get("type")
+    if kind == "tool_use":
+        return f"{block.get('name', '')}{json.dumps(block.get('input', {}))}"
+    if kind == "tool_result":
+        return _text(block.get("content"))
+    return _text(block.get("text", ""))
+
+
+def _marked(item: Mapping[str, Any]) -> bool:
+    return isinstance(item.get("cache_control"), Mapping)
+
+
+def _unmarked(item: Mapping[str, Any]) -> dict[str, Any]:
+    """The item as hashed: a breakpoint does not change what the prefix holds."""
+    return {k: v for k, v in item.items() if k != "cache_control"}
+
+
+def _anthropic_pieces(body: Mapping[str, Any]) -> list[tuple[Any, str, bool]]:
+    """(what is hashed, its text, breakpoint) in cache order: tools, system, blocks."""
+    pieces: list[tuple[Any, str, bool]] = [
+        (_unmarked(tool), _tool_text(tool), _marked(tool))
+        for tool in body.get("tools") or []
+        if isinstance(tool, Mapping)
+    ]
+    system = body.get("system")
+    if isinstance(system, str) and system:
+        pieces.append(({"system": system}, system, False))
+    elif isinstance(system, list):
+        pieces += [
+            (_unmarked(b), _text(b.get("text", "")), _marked(b))
+            for b in system
+            if isinstance(b, Mapping)
+        ]
+    for message in body.get("messages") or []:
+        if not isinstance(message, Mapping):
+            continue
+        role = message.get("role")
+        content = message.get("content")
+        if isinstance(content, str):
+            pieces.append(({"role": role, "text": content}, content, False))
+            continue
+        for block in content if isinstance(content, list) else []:
+            if isinstance(block, Mapping):
+                pieces.append(
+                    ({"role": role, **_unmarked(block)}, _block_text(block), _marked(block))
+                )
+    return pieces
+
+
+def segments(api: Api, body: Mapping[str, Any]) -> list[Segment]:
+    """The request's prompt as segments in cache order, each with its prefix's hash."""
+    pieces = _openai_pieces(body) if api == "openai" else _anthropic_pieces(body)
+    chain = hashlib.sha256(f"{api}:{body.get('model', '')}".encode())
+    out = []
+    for item, text, breakpoint in pieces:
+        chain.update(json.dumps(item, sort_keys=True, default=str).encode())
+        out.append(Segment(tokens_of(text), chain.copy().hexdigest(), breakpoint))
+    return out
+
+
+def prompt_tokens(api: Api, body: Mapping[str, Any]) -> int:
+    """What the request's prompt weighs, in tokens."""
+    return sum(s.tokens for s in segments(api, body))
+
+
+class PromptCache:
+    """The prefixes a server has seen, per vendor's rules; thread-safe."""
+
+    def __init__(self, min_tokens: int = DEFAULT_MIN_CACHED_TOKENS) -> None:
+        self.min_tokens = min_tokens
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def serve(self, api: Api, body: Mapping[str, Any]) -> CacheUse:
+        """What the cache serves this prompt, then remember what it leaves behind."""
+        parts = segments(api, body)
+        ends = []
+        total = 0
+        for part in parts:
+            total += part.tokens
+            ends.append(total)
+        with self._lock:
+            if api == "openai":
+                return self._automatic(parts, ends, total)
+            return self._at_breakpoints(parts, ends, total)
+
+    def _automatic(self, parts: list[Segment], ends: list[int], total: int) -> CacheUse:
+        """OpenAI: the longest prefix seen before; every prefix of this one is kept."""
+        read = 0
+        for part, end in zip(parts, ends, strict=True):
+            if part.prefix_hash in self._seen and end >= self.min_tokens:
+                read = end
+        self._seen.update(p.prefix_hash for p, end in zip(parts, ends, strict=True))
+        return CacheUse(total, read=read)
+
+    def _at_breakpoints(self, parts: list[Segment], ends: list[int], total: int) -> CacheUse:
+        """Anthropic: read the longest prefix written before at or shortly before a
+        breakpoint; write the prefix up to every breakpoint."""
+        marks = [i for i, p in enumerate(parts) if p.breakpoint]
+        read = 0
+        for mark in marks:
+            for i in range(mark, max(-1, mark - LOOKBACK_BLOCKS - 1), -1):
+                if parts[i].prefix_hash in self._seen:
+                    read = max(read, ends[i])
+                    break
+        cacheable = [m for m in marks if ends[m] >= self.min_tokens]
+        written = 0
+        if cacheable and ends[cacheable[-1]] > read:
+            written = ends[cacheable[-1]] - read
+        self._seen.update(parts[m].prefix_hash for m in cacheable)
+        return CacheUse(total, read=read, written=written)
+
+    def clear(self) -> None:
+        """Forget every prefix."""
+        with self._lock:
+            self._seen.clear()

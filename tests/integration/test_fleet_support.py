@@ -1,0 +1,120 @@
+"""Helpers of the fleet tests (integration and chaos): `swarmdeck worker` processes with
+host names of their own, started, paused, killed and cleaned up.
+
+Holds no tests itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from swarmdeck.catalog import schema
+from swarmdeck.catalog.catalog import Catalog
+from tests.conftest import cli_env
+from tests.integration.test_sessions_support import wait_for
+
+WORKER_LINE = re.compile(r"^worker (\S+) on ", re.MULTILINE)
+START_TIMEOUT_S = 90.0
+
+
+@dataclass
+class WorkerProc:
+    """One `swarmdeck worker` process and the log of its stderr."""
+
+    proc: subprocess.Popen[bytes]
+    hostname: str
+    log: Path
+
+    def output(self) -> str:
+        """What the worker printed so far."""
+        return self.log.read_text(errors="replace")
+
+    def executor_ids(self) -> list[str]:
+        """The executor ids it ran as, oldest first (a worker that lost its lease starts
+        again as a new one)."""
+        return WORKER_LINE.findall(self.output())
+
+    @property
+    def executor_id(self) -> str:
+        """The executor id it runs as now."""
+        return self.executor_ids()[-1]
+
+    def signal(self, sig: int) -> None:
+        """Send a signal to the worker (and its tools: its process group)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, sig)
+
+
+@dataclass
+class Fleet:
+    """The workers a test started; all are killed when it ends."""
+
+    home: Path
+    workers: list[WorkerProc] = field(default_factory=list)
+
+    def start(self, hostname: str, *args: str, **env: str) -> WorkerProc:
+        """Start a worker as if on host `hostname`; returns once it serves the store."""
+        log = self.home.parent / f"worker-{hostname}-{len(self.workers)}.log"
+        with log.open("wb") as handle:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "swarmdeck", "worker", *args],
+                env=cli_env(self.home, SWARMDECK_HOSTNAME=hostname, **env),
+                stdin=subprocess.DEVNULL,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        worker = WorkerProc(proc, hostname, log)
+        self.workers.append(worker)
+        wait_for(
+            lambda: worker.executor_ids() or proc.poll() is not None,
+            timeout=START_TIMEOUT_S,
+            what=f"worker on {hostname} to start",
+        )
+        assert proc.poll() is None, f"worker on {hostname} exited:\n{worker.output()}"
+        return worker
+
+    def kill(self, worker: WorkerProc) -> None:
+        """SIGKILL a worker with its tools; reap it."""
+        worker.signal(signal.SIGKILL)
+        worker.proc.wait(timeout=30)
+
+    def close(self) -> None:
+        """Kill every worker still running (a paused one is woken first, so it can die)."""
+        for worker in self.workers:
+            if worker.proc.poll() is None:
+                worker.signal(signal.SIGCONT)
+                worker.signal(signal.SIGKILL)
+                worker.proc.wait(timeout=30)
+
+
+@pytest.fixture
+def fleet(sd_home: Path) -> Iterator[Fleet]:
+    """Start workers for this test; they are killed at its end."""
+    started = Fleet(sd_home)
+    try:
+        yield started
+    finally:
+        started.close()
+
+
+def executor_of(catalog: Catalog, session_id: str) -> str | None:
+    """The executor a session was last run by."""
+    return catalog.get_session(session_id).executor
+
+
+def worker_rows(catalog: Catalog) -> dict[str, sa.Row]:
+    """Every row of sd_workers, by executor id."""
+    with catalog.engine.connect() as conn:
+        return {r.executor_id: r for r in conn.execute(sa.select(schema.workers))}

@@ -1,0 +1,136 @@
+"""Seeing and sizing the fleet: `swarmdeck workers` and `status` list the live executors
+with their sessions and the queue; a session nobody runs shows `orphaned`; `worker
+--processes N` keeps N workers, restarts one that dies, and scales to the stored count."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from swarmdeck.catalog.supervisors import SupervisorRegistry
+from swarmdeck.catalog.workers import WorkerRegistry
+from swarmdeck.runtime.host import Host, SessionRequest
+from tests.conftest import Store, cli_env, run_cli, write_provider
+from tests.integration.test_fleet_support import Fleet
+from tests.integration.test_sessions_support import (
+    Agent,
+    Scripted,
+    open_catalog,
+    popen_cli,
+    sigkill,
+    text,
+    wait_for,
+)
+
+pytestmark = pytest.mark.fleet
+
+
+def test_workers_lists_the_fleet_its_sessions_and_the_queue(
+    sd_home: Path, workdir: Path, fake_llm, fleet: Fleet
+) -> None:
+    write_provider(sd_home, "fake", fake_llm.openai_base_url)
+    fake_llm.set_script(Scripted({"chat": Agent([text("ready")], rest="ok")}))
+    worker = fleet.start("host-a")
+    host = Host()
+    sid = host.create_session(
+        SessionRequest("chat", "fake", workdir, options={"one_shot": False}), fleet=True
+    ).id
+    catalog = open_catalog()
+    wait_for(lambda: catalog.get_session(sid).status == "idle", what="the session to rest")
+    # Two sessions nobody can take: one for a worker of another release, say; here none.
+    res = run_cli(sd_home, "workers", "--json")
+    assert res.code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    [row] = [w for w in doc["workers"] if w["role"] == "worker"]
+    assert (row["hostname"], row["executor_id"], row["pid"]) == (
+        "host-a",
+        worker.executor_id,
+        worker.proc.pid,
+    )
+    assert row["sessions_running"] == 1 and 0 <= row["heartbeat_age_s"] < 3
+    assert (doc["queue_depth"], doc["waiting_for_a_worker"]) == (0, 0)
+
+    table = run_cli(sd_home, "workers")
+    assert table.code == 0, table.stderr
+    assert worker.executor_id in table.stdout and "host-a" in table.stdout
+    assert "queue depth: 0" in table.stdout
+    status = run_cli(sd_home, "status", "--json")
+    assert status.code == 0, status.stderr
+    assert json.loads(status.stdout)["fleet"]["workers"][0]["executor_id"] == worker.executor_id
+
+
+def test_a_session_whose_worker_died_shows_orphaned_until_taken_over(
+    store: Store, sd_home: Path, workdir: Path, fake_llm, fleet: Fleet
+) -> None:
+    write_provider(sd_home, "fake", fake_llm.openai_base_url)
+    fake_llm.set_script(Scripted({"chat": Agent([text("ready")], rest="ok")}))
+    sid = (
+        Host()
+        .create_session(SessionRequest("chat", "fake", workdir, options={"one_shot": False}))
+        .id
+    )
+    runner = popen_cli(sd_home, "sessions", "resume", sid)
+    catalog = open_catalog()
+    try:
+        wait_for(lambda: catalog.get_session(sid).status == "idle", what="the session to rest")
+        listed = json.loads(run_cli(sd_home, "sessions", "ls", "--json").stdout)
+        assert [s["status"] for s in listed if s["id"] == sid] == ["idle"]
+    finally:
+        sigkill(runner)
+    # Derived when read: the stored status is still what the session last did.
+    assert catalog.get_session(sid).status == "idle"
+    listed = json.loads(run_cli(sd_home, "sessions", "ls", "--json").stdout)
+    assert [s["status"] for s in listed if s["id"] == sid] == ["orphaned"]
+    table = run_cli(sd_home, "sessions", "ls", "--status", "orphaned")
+    assert sid in table.stdout and "orphaned" in table.stdout
+    worker = fleet.start("host-b")
+    wait_for(lambda: catalog.get_session(sid).executor == worker.executor_id, what="a takeover")
+    listed = json.loads(run_cli(sd_home, "sessions", "ls", "--json").stdout)
+    assert [s["status"] for s in listed if s["id"] == sid] == ["idle"]
+
+
+def test_processes_keeps_n_workers_restarts_the_dead_and_scales(sd_home: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "swarmdeck", "worker", "--processes", "2"],
+        env=cli_env(sd_home),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    catalog = open_catalog()
+    registry = WorkerRegistry(catalog.engine)
+    try:
+
+        def fleet_pids() -> set[int]:
+            return {w.pid for w in registry.alive("worker")}
+
+        first = wait_for(
+            lambda: len(fleet_pids()) == 2 and fleet_pids(), timeout=90, what="2 workers"
+        )
+        [supervisor] = SupervisorRegistry(catalog.engine).rows()
+        assert (supervisor.pid, supervisor.processes) == (proc.pid, 2)
+        assert len({w.executor_id for w in registry.alive("worker")}) == 2
+        victim = min(first)
+        os.kill(victim, signal.SIGKILL)
+        wait_for(
+            lambda: len(fleet_pids()) == 2 and victim not in fleet_pids(),
+            timeout=90,
+            what="the dead worker to be replaced",
+        )
+        SupervisorRegistry(catalog.engine).set_processes(supervisor.supervisor_id, 1)
+        wait_for(lambda: len(fleet_pids()) == 1, timeout=60, what="scaling down to 1")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "restarting" in err and "scaling from 2 to 1" in err
+    wait_for(lambda: not registry.alive("worker"), timeout=30, what="its workers to stop")
+    assert SupervisorRegistry(catalog.engine).rows() == []  # marked stopped
