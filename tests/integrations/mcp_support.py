@@ -1,5 +1,6 @@
 """Helpers of the MCP tests: `.mcp.json` entries that start the test server
-(tests/mcp_servers.py), a free loopback port, an HTTP server process. Holds no tests."""
+(tests/mcp_servers.py), a free loopback port, an HTTP server process, the parameters that
+start `swarmdeck mcp serve` for the SDK's client. Holds no tests."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from tests.conftest import cli_env
 
 SERVER_SCRIPT = Path(__file__).resolve().parent.parent / "mcp_servers.py"
 
@@ -71,3 +74,21 @@ def http_server(name: str, log: Path) -> Iterator[str]:
 def log_lines(log: Path) -> list[str]:
     """What the test servers recorded."""
     return log.read_text().splitlines() if log.exists() else []
+
+
+def serve_params(home: Path) -> Any:
+    """The SDK client's parameters that start `swarmdeck mcp serve` on this home."""
+    import mcp
+
+    return mcp.StdioServerParameters(
+        command=sys.executable, args=["-m", "swarmdeck", "mcp", "serve"], env=cli_env(home)
+    )
+
+
+def payload(result: Any) -> Any:
+    """A tool result's JSON object (its structured content, which its text repeats)."""
+    [block] = result.content
+    doc = json.loads(block.text)
+    if result.structured_content is not None:
+        assert result.structured_content == doc
+    return doc

@@ -4,17 +4,15 @@ refusal is the contract's error object."""
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from swarmdeck.dispatch.modes import RESULT_EXAMPLES
 from swarmdeck.testing.script import Script
-from tests.conftest import cli_env, write_provider
+from tests.conftest import write_provider
+from tests.integrations.mcp_support import payload, serve_params
 
 mcp = pytest.importorskip("mcp")
 
@@ -32,26 +30,10 @@ SCRIPT = {
 }  # fmt: skip
 
 
-def server_params(home: Path) -> Any:
-    env = cli_env(home)
-    return mcp.StdioServerParameters(
-        command=sys.executable, args=["-m", "swarmdeck", "mcp", "serve"], env=env
-    )
-
-
-def payload(result: Any) -> Any:
-    """A tool result's JSON object (its structured content, which its text repeats)."""
-    [block] = result.content
-    doc = json.loads(block.text)
-    if result.structured_content is not None:
-        assert result.structured_content == doc
-    return doc
-
-
 async def test_dispatch_wait_and_read_the_verdict(sd_home: Path, workdir: Path, fake_llm) -> None:
     fake_llm.set_script(Script.from_dict(SCRIPT))
     write_provider(sd_home, "fake", fake_llm.openai_base_url)
-    async with mcp.Client(server_params(sd_home)) as client:
+    async with mcp.Client(serve_params(sd_home)) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         assert names == {
             "dispatch", "fanout", "session_wait", "sessions_list", "session_show",
@@ -92,7 +74,7 @@ async def test_dispatch_wait_and_read_the_verdict(sd_home: Path, workdir: Path, 
         gone = await client.call_tool("session_wait", {"session_id": "zzz", "timeout": 1})
         assert gone.is_error and payload(gone)["error"] == "no session zzz"
     # A server started later still finds the verdict (written beside the run's log).
-    async with mcp.Client(server_params(sd_home)) as client:
+    async with mcp.Client(serve_params(sd_home)) as client:
         again = payload(await client.call_tool("session_wait", {"session_id": sid, "timeout": 5}))
         assert again == verdict
 
@@ -105,7 +87,7 @@ async def test_fanout_answers_at_once_and_sessions_take_messages(
     other = tmp_path / "other"
     other.mkdir()
     (other / "app.py").write_text("print(1)\n")
-    async with mcp.Client(server_params(sd_home)) as client:
+    async with mcp.Client(serve_params(sd_home)) as client:
         jobs = [
             {"provider": "fake", "mode": "explore", "task": "one", "workdir": str(workdir), "name": "a"},
             {"provider": "fake", "mode": "review", "task": "SLOW one", "workdir": str(other), "name": "b"},
@@ -164,7 +146,7 @@ async def test_two_code_jobs_on_one_workdir_are_refused(
     sd_home: Path, workdir: Path, fake_llm
 ) -> None:
     write_provider(sd_home, "fake", fake_llm.openai_base_url)
-    async with mcp.Client(server_params(sd_home)) as client:
+    async with mcp.Client(serve_params(sd_home)) as client:
         job = {"provider": "fake", "mode": "code", "task": "x", "workdir": str(workdir)}
         refused = await client.call_tool("fanout", {"jobs": [job, job]})
         assert refused.is_error
