@@ -61,6 +61,9 @@ async def test_dispatch_wait_and_read_the_verdict(sd_home: Path, workdir: Path, 
         )
         assert shown["id"] == sid and shown["status"] == "completed"
         assert len(shown["events"]) == 2 and shown["events_total"] > 2
+        # The same document as `sessions show --json`: the last prompt against the window.
+        assert 0 < shown["context"]["prompt_tokens"] < shown["context"]["window"]
+        assert "cache_share" in shown["usage"]
         listed = payload(await client.call_tool("sessions_list", {"limit": 5}))
         assert [s["id"] for s in listed["sessions"]] == [sid]
         models = payload(await client.call_tool("list_models", {}))

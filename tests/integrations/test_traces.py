@@ -13,15 +13,19 @@ import pytest
 
 from swarmdeck import AgentSpec, Swarm
 from swarmdeck.integrations.telemetry.tracing import OtelTracing
+from swarmdeck.runtime.host import Host, SessionRequest, default_tools
 from swarmdeck.secrets.store import CredentialStore
 from swarmdeck.testing.script import FakeRequest, Reply
 from tests.conftest import write_provider
+from tests.integration.context_support import TASK, CronReader, data_file_text
 from tests.integration.test_sessions_support import (
     Agent,
     Scripted,
+    await_for,
     call,
     calls,
     spawned_ids,
+    status_is,
     text,
 )
 
@@ -114,6 +118,21 @@ async def test_spans_names_attributes_and_parents(traced, fake_llm, workdir: Pat
         assert chat.parent.span_id == owner.context.span_id
         assert chat.context.trace_id == owner.context.trace_id
     assert [c.attributes["swarmdeck.turn"] for c in root_chats] == [0, 1, 2, 3]
+    # Each turn's tokens as the catalog stored them; input_tokens counts every input token
+    # (the conventions'), of which the cache served cache_read (the fake's OpenAI cache
+    # serves the prefix of every later turn).
+    stored = [e.payload["usage"] for e in swarm.host.catalog.events(sid) if e.kind == "assistant"]
+    for chat, usage in zip(root_chats, stored, strict=True):
+        a = chat.attributes
+        assert a["swarmdeck.chat.purpose"] == "turn"
+        assert a["gen_ai.usage.cache_read.input_tokens"] == usage["cache_read"]
+        assert a["gen_ai.usage.cache_creation.input_tokens"] == usage["cache_write"]
+        assert a["swarmdeck.usage.uncached_input_tokens"] == usage["input"]
+        assert a["gen_ai.usage.input_tokens"] == (
+            usage["input"] + usage["cache_read"] + usage["cache_write"]
+        )
+        assert a["gen_ai.usage.output_tokens"] == usage["output"]
+    assert all(c.attributes["gen_ai.usage.cache_read.input_tokens"] > 0 for c in root_chats[1:])
 
     tools = {s.name: s for s in spans if s.name.startswith("execute_tool ")}
     assert set(tools) == {
@@ -153,3 +172,44 @@ async def test_contents_when_opted_in_are_redacted(traced, fake_llm, workdir: Pa
     assert inputs[0]["role"] == "system" and inputs[1]["role"] == "user"
     dumped = json.dumps([json.loads(s.to_json()) for s in spans])
     assert KEY not in dumped
+
+
+async def test_compactions_have_chat_spans_and_the_trace_sums_to_the_usage(
+    sd_home: Path, workdir: Path, fake_llm
+) -> None:
+    """A long session on a small window (Anthropic's wire, whose cache both writes and
+    reads): every summary a compaction asked for is a chat span of its own, and the chat
+    spans' tokens add up to the session's usage, cache tokens included."""
+    write_provider(
+        sd_home, "fake", fake_llm.anthropic_base_url, kind="anthropic",
+        context_tokens=8000, output_tokens=1000,
+    )  # fmt: skip
+    fake_llm.context_tokens = 8000
+    (workdir / "data.txt").write_text(data_file_text() * 2)
+    fake_llm.set_script(CronReader(25))
+    host = Host(tools=default_tools())
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    host.services.tracing = OtelTracing(provider, host.services.redactor.redact)
+    record = host.create_session(SessionRequest(TASK, "fake", workdir, options={"max_turns": 200}))
+    host.launch()
+    try:
+        await host.start(record.id)
+        await await_for(status_is(host.catalog, record.id, "completed", "failed"), 180)
+    finally:
+        host.shutdown()
+    assert host.catalog.get_session(record.id).status == "completed"
+    compactions = host.catalog.events(record.id, kinds=["compaction"])
+    assert compactions
+    chats = [s.attributes for s in by_name(exporter.get_finished_spans(), "chat scripted")]
+    summaries = [a for a in chats if a["swarmdeck.chat.purpose"] == "compaction"]
+    assert len(summaries) == len(compactions)
+    for span, event in zip(summaries, compactions, strict=True):
+        assert span["gen_ai.usage.output_tokens"] == event.payload["usage"]["output"]
+    usage = host.catalog.usage_totals([record.id])
+    assert usage.cache_read > 0 and usage.cache_write > 0
+    assert sum(a["gen_ai.usage.output_tokens"] for a in chats) == usage.output
+    assert sum(a["gen_ai.usage.cache_read.input_tokens"] for a in chats) == usage.cache_read
+    assert sum(a["gen_ai.usage.cache_creation.input_tokens"] for a in chats) == usage.cache_write
+    assert sum(a["swarmdeck.usage.uncached_input_tokens"] for a in chats) == usage.input

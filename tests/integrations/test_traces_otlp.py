@@ -90,6 +90,11 @@ def test_dispatch_exports_its_trace(sd_home: Path, workdir: Path, fake_llm, coll
         "invoke_agent",
     ]
     chats = [s["attributes"] for s in spans if s["name"] == "chat scripted"]
-    assert sum(c["gen_ai.usage.input_tokens"] for c in chats) == verdict["tokens"]["input"]
+    tokens = verdict["tokens"]
+    # input_tokens counts every input token (the conventions'); the verdict splits them.
+    everything = tokens["input"] + tokens["cache_read"] + tokens["cache_write"]
+    assert sum(c["gen_ai.usage.input_tokens"] for c in chats) == everything
+    assert sum(c["gen_ai.usage.cache_read.input_tokens"] for c in chats) == tokens["cache_read"]
+    assert tokens["cache_read"] > 0  # the second turn's prefix came from the fake's cache
     assert sum(c["gen_ai.usage.output_tokens"] for c in chats) == verdict["tokens"]["output"]
     assert all(c["gen_ai.conversation.id"] == verdict["session_id"] for c in chats)

@@ -36,13 +36,14 @@ def session_span(session_id: str, generation: int) -> Any:
     return svc.tracing.session(info)
 
 
-def turn_span(record: SessionRecord, turn: int) -> Any:
-    """Around one model call (chat {model}); yields the recorder of its outcome."""
+def turn_span(record: SessionRecord, turn: int, purpose: str = "turn") -> Any:
+    """Around one model call (chat {model}) for a turn, or for the compaction before it
+    (`purpose`); yields the recorder of its outcome."""
     svc = services()
     if not svc.tracing.enabled:
         return svc.tracing.turn(None)  # type: ignore[arg-type]
     config, model = svc.provider_for(record.model)
-    return svc.tracing.turn(TurnInfo(record.id, turn, config.key, model))
+    return svc.tracing.turn(TurnInfo(record.id, turn, config.key, model, purpose))
 
 
 def tool_span(session_id: str, call: dict[str, Any], effect: str) -> Any:

@@ -42,6 +42,9 @@ GENERATION = "swarmdeck.session.generation"
 MODE = "swarmdeck.session.mode"
 PARENT = "swarmdeck.session.parent_id"
 TURN = "swarmdeck.turn"
+# Why the runtime asked the model: a turn of the conversation, or a compaction's summary.
+PURPOSE = "swarmdeck.chat.purpose"
+UNCACHED_INPUT_TOKENS = "swarmdeck.usage.uncached_input_tokens"
 COST = "swarmdeck.cost_usd"
 ESTIMATED = "swarmdeck.usage.estimated"
 # The option a child session carries: its parent's span context at the spawn (W3C).
@@ -71,6 +74,7 @@ class TurnInfo:
     turn: int
     provider: str
     model: str
+    purpose: str = "turn"
 
 
 @dataclass(frozen=True)
@@ -206,6 +210,7 @@ class OtelTracing(Tracing):
             REQUEST_MODEL: info.model,
             CONVERSATION: info.session_id,
             TURN: info.turn,
+            PURPOSE: info.purpose,
         }
         with self._span(f"chat {info.model}", SpanKind.CLIENT, attrs) as span:
             yield _OtelTurn(self, span)
@@ -269,7 +274,11 @@ class _OtelTurn(TurnRecorder):
         attrs: dict[str, Any] = {
             RESPONSE_MODEL: completion.model or None,
             FINISH_REASONS: [completion.stop_reason],
-            INPUT_TOKENS: usage.input,
+            # The conventions count every input token, cached or not, in input_tokens (the
+            # cache attributes say how many of them the cache served or took); swarmdeck's
+            # own `input` is the part no cache served.
+            INPUT_TOKENS: usage.input + usage.cache_read + usage.cache_write,
+            UNCACHED_INPUT_TOKENS: usage.input,
             OUTPUT_TOKENS: usage.output,
             CACHE_READ_TOKENS: usage.cache_read,
             CACHE_WRITE_TOKENS: usage.cache_write,
