@@ -217,18 +217,23 @@ def main() -> None:
         if tracing is not None:
             measures["traced"] = lambda n: traced(host, tracing, workdir, n, args.turns)
 
-        async def measure() -> dict[str, list[float]]:
+        async def measure() -> tuple[dict[str, list[float]], float]:
             runs: dict[str, list[float]] = {k: [] for k in measures}
-            for run in measures.values():  # warm up every path once
-                await run(2)
-            for _ in range(args.repeat):
-                for name, run in measures.items():
-                    runs[name].append(await run(args.sessions))
-            return runs
+            try:
+                for run in measures.values():  # warm up every path once
+                    await run(2)
+                for _ in range(args.repeat):
+                    for name, run in measures.items():
+                        runs[name].append(await run(args.sessions))
+                return runs, await idle_hooks(host, workdir)
+            finally:
+                # The HTTP pools belong to this loop: closed on it.
+                await host.services.aclose()
+                for client in _clients.values():
+                    await client.close()
 
         try:
-            runs = asyncio.run(measure())
-            hooks = asyncio.run(idle_hooks(host, workdir))
+            runs, hooks = asyncio.run(measure())
         finally:
             host.shutdown()
     report(args, runs, hooks)
