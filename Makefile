@@ -17,13 +17,18 @@ demo: $(BIN)/swarmdeck
 	bash scripts/test-deps --sandbox
 	$(BIN)/swarmdeck demo
 
+# The suite runs on TEST_WORKERS processes (pytest-xdist; each starts its own PostgreSQL
+# cluster). Most tests wait on child processes and sockets, so a 2-core machine keeps three
+# busy; `make test TEST_WORKERS=0` runs them one after another.
+TEST_WORKERS ?= 3
+
 # Tests need bubblewrap for the sandbox tests and PostgreSQL binaries for the
 # throwaway cluster; scripts/test-deps installs them where it can (root + apt).
 test: $(BIN)/swarmdeck
 	bash scripts/test-deps
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=15
 
 lint: $(BIN)/swarmdeck
 	$(BIN)/ruff check --fix src tests bench

@@ -10,7 +10,7 @@ open the store at once: a column another process added meanwhile is not an error
 from __future__ import annotations
 
 import sqlalchemy as sa
-from sqlalchemy.exc import OperationalError, ProgrammingError
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from swarmdeck.catalog.schema import metadata
 
@@ -68,8 +68,8 @@ def _add(engine: sa.Engine, table: sa.Table, column: sa.Column) -> None:
     try:
         with engine.begin() as conn:
             conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {guard}{spec}")
-    except (OperationalError, ProgrammingError) as exc:
-        if "duplicate column" not in str(exc).lower():
+    except (OperationalError, ProgrammingError, IntegrityError) as exc:
+        if not _raced(exc, "duplicate column"):
             raise
 
 
@@ -77,6 +77,19 @@ def _index(engine: sa.Engine, index: sa.Index) -> None:
     """CREATE INDEX, tolerating a concurrent process that created it first."""
     try:
         index.create(engine, checkfirst=True)
-    except (OperationalError, ProgrammingError) as exc:
-        if "already exists" not in str(exc).lower():
+    except (OperationalError, ProgrammingError, IntegrityError) as exc:
+        if not _raced(exc, "already exists"):
             raise
+
+
+def _raced(exc: Exception, message: str) -> bool:
+    """Whether the error says another process made the same change first.
+
+    PostgreSQL's IF NOT EXISTS checks before it writes its own catalog, so two sessions
+    racing past the check collide on that catalog's unique index instead."""
+    text = str(exc).lower()
+    return (
+        message in text
+        or "pg_class_relname_nsp_index" in text
+        or "pg_attribute_relid_attnam_index" in text
+    )

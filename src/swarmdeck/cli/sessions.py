@@ -212,7 +212,8 @@ def resume(
 
     async def go() -> str:
         try:
-            host.launch().recover_dead_workers()
+            # DBOS's sync calls refuse to run on a running loop.
+            await asyncio.to_thread(host.launch().recover_dead_workers)
             if failed:
                 # A new generation: the turn that failed is asked again.
                 await host.retry_session(sid)
