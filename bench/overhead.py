@@ -9,6 +9,10 @@ request carrying the same body (system prompt, tool schema, history, stream opti
   adapter  swarmdeck's provider adapter alone (limiter, key read, request, stream parsing)
   dbos     a bare DBOS workflow: per turn, one step making the SDK call, one running the tool
   ours     swarmdeck sessions doing the same turns
+  traced   the same sessions with OpenTelemetry on (the SDK, an in-memory exporter)
+
+Tracing and MCP toolsets with nothing configured are hooks at the runtime's seams; their
+cost per turn (two no-op span contexts, the MCP toolset's look-up) is timed on its own.
 
 The runtime's overhead per turn is (ours - adapter): what the durable session adds to its
 own LLM call. A bare DBOS step costs (dbos - sdk) / 2. The ratio compares the overhead with
@@ -203,27 +207,79 @@ def main() -> None:
         first = [Message("system", system_prompt(str(workdir), None)), Message("user", "bench")]
         specs = [noop.spec()]
         first_body = host.services.model(MODEL).request_body(first, specs)
+        tracing = in_memory_tracing(host)
         measures = {
             "sdk": lambda n: sdk_only(base_url, first_body, n, args.turns),
             "adapter": lambda n: adapter_only(host, first, specs, n, args.turns),
             "dbos": lambda n: bare_dbos(base_url, first_body, n, args.turns),
             "ours": lambda n: ours(host, workdir, n, args.turns),
         }
+        if tracing is not None:
+            measures["traced"] = lambda n: traced(host, tracing, workdir, n, args.turns)
 
-        async def measure() -> dict[str, list[float]]:
+        async def measure() -> tuple[dict[str, list[float]], float]:
             runs: dict[str, list[float]] = {k: [] for k in measures}
-            for run in measures.values():  # warm up every path once
-                await run(2)
-            for _ in range(args.repeat):
-                for name, run in measures.items():
-                    runs[name].append(await run(args.sessions))
-            return runs
+            try:
+                for run in measures.values():  # warm up every path once
+                    await run(2)
+                for _ in range(args.repeat):
+                    for name, run in measures.items():
+                        runs[name].append(await run(args.sessions))
+                return runs, await idle_hooks(host, workdir)
+            finally:
+                # The HTTP pools belong to this loop: closed on it.
+                await host.services.aclose()
+                for client in _clients.values():
+                    await client.close()
 
         try:
-            runs = asyncio.run(measure())
+            runs, hooks = asyncio.run(measure())
         finally:
             host.shutdown()
-    report(args, runs)
+    report(args, runs, hooks)
+
+
+def in_memory_tracing(host: Any) -> Any:
+    """Tracing through the OpenTelemetry SDK into memory (None without the otel extra)."""
+    try:
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    except ImportError:
+        return None
+    from swarmdeck.integrations.telemetry.tracing import OtelTracing
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
+    return OtelTracing(provider, host.services.redactor.redact)
+
+
+async def traced(host: Any, tracing: Any, workdir: Path, sessions: int, turns: int) -> float:
+    from swarmdeck.integrations.telemetry.tracing import NO_TRACING
+
+    host.services.tracing = tracing
+    try:
+        return await ours(host, workdir, sessions, turns)
+    finally:
+        host.services.tracing = NO_TRACING
+
+
+async def idle_hooks(host: Any, workdir: Path, n: int = 20_000) -> float:
+    """Seconds per turn of the seams' hooks with nothing configured: the turn's and the tool
+    call's span contexts (no-ops) and the MCP toolset's look-up of the session's servers."""
+    from swarmdeck.integrations.telemetry.tracing import NO_TRACING
+    from swarmdeck.tools.toolsets import SessionScope
+
+    [toolset] = host.services.toolsets
+    scope = SessionScope("bench", "agent", workdir, {}, ())
+    start = time.perf_counter()
+    for _ in range(n):
+        with NO_TRACING.turn(None) as turn:
+            turn.completed(None, [])
+        with NO_TRACING.tool(None) as tool:
+            tool.finished("", False)
+        await toolset.tools_for(scope)
+    return (time.perf_counter() - start) / n
 
 
 def paired(runs: dict[str, list[float]], a: str, b: str, turns: int) -> float:
@@ -232,7 +288,7 @@ def paired(runs: dict[str, list[float]], a: str, b: str, turns: int) -> float:
     return statistics.median(x - y for x, y in zip(runs[a], runs[b], strict=True)) / turns * 1000
 
 
-def report(args: argparse.Namespace, runs: dict[str, list[float]]) -> None:
+def report(args: argparse.Namespace, runs: dict[str, list[float]], hooks: float) -> None:
     turns = args.sessions * args.turns
     med = {k: statistics.median(v) / turns * 1000 for k, v in runs.items()}
     bare = paired(runs, "dbos", "sdk", turns)
@@ -262,6 +318,15 @@ def report(args: argparse.Namespace, runs: dict[str, list[float]]) -> None:
     print(
         f"  swarmdeck overhead per turn                    {overhead:8.3f} ms   (goal <= 2 ms on SQLite)"
     )
+    print(
+        f"  seams' hooks, nothing configured               {hooks * 1e6:8.2f} us/turn"
+        f"  ({hooks * 1000 / overhead:.2%} of the overhead per turn)"
+    )
+    if "traced" in runs:
+        print(
+            f"  with tracing on (SDK, in-memory exporter)      "
+            f"{paired(runs, 'traced', 'ours', turns):+8.3f} ms/turn"
+        )
     sys.stdout.flush()
 
 

@@ -9,6 +9,9 @@ swarm:         # routing and limits of `swarmdeck swarm` (read by swarmdeck.swar
   member_model: deepseek
   role_models: {security: anthropic, tests: glm}
 model_aliases: {fast: deepseek:deepseek-chat}
+telemetry:     # OpenTelemetry traces (the standard OTEL_* variables work as well)
+  endpoint: http://127.0.0.1:4318   # OTLP/HTTP collector
+  capture_content: false            # message contents in spans (redacted) only when true
 ```
 """
 
@@ -34,7 +37,7 @@ LEASE_SECONDS = 3.0
 SETTINGS_FILE = "settings.yaml"
 SANDBOX_VALUES = {"auto": False, "off": True}
 # The top-level keys settings.yaml may hold.
-SETTINGS_KEYS = ("sandbox", "swarm", "model_aliases")
+SETTINGS_KEYS = ("sandbox", "swarm", "model_aliases", "telemetry")
 # The setting that enables the system agents without `swarmdeck system start`: the model
 # they run on (never a default: the user names it).
 SYSTEM_MODEL_ENV = "SWARMDECK_SYSTEM_MODEL"
@@ -183,6 +186,11 @@ def user_settings(home: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or set(data) - set(SETTINGS_KEYS):
         raise ConfigError(f"{path}: the settings are {', '.join(SETTINGS_KEYS)}", "fix the file")
     return data
+
+
+def user_setting(key: str, home: Path | None = None) -> Any:
+    """One setting of `<home>/settings.yaml` as written (None when absent)."""
+    return user_settings(home or home_dir()).get(key)
 
 
 def sandbox_opted_out(home: Path | None = None) -> bool:

@@ -149,7 +149,12 @@ class Swarm:
         return self
 
     async def __aexit__(self, *_exc: object) -> None:
-        await self.host.services.close_models()
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop the MCP servers this process started and the adapters' pools, then the
+        engine (close())."""
+        await self.host.services.aclose()
         self.close()
 
     def close(self) -> None:

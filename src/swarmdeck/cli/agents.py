@@ -121,6 +121,7 @@ def show(
         "model": agent.model,
         "cron": agent.cron.model_dump() if agent.cron else None,
         "splash": agent.splash,
+        "mcpServers": agent.mcp_servers,
     }
     overridden = [o for o in found.overrides if o.kind == "agent" and o.name == name]
     doc = {
@@ -188,7 +189,16 @@ def validate(
     for folder in folders or []:
         if not folder.exists():
             raise NotFoundError(f"no folder {folder}", "pass a plugin folder")
+    from swarmdeck.integrations.mcp.config import mcp_problems
+
     found = plugin_set(workdir, folders)
     problems = report(found, known_tools(), model_check, only_under=folders or None)
+    mcp = mcp_problems(found.plugins, None if folders else workdir.resolve())
+    if folders:
+        roots = [f.resolve() for f in folders]
+        mcp = [p for p in mcp if any(p.path.resolve().is_relative_to(r) for r in roots)]
+    problems = sorted(
+        [*problems, *mcp], key=lambda p: (str(p.path), p.level != "error", p.field or "")
+    )
     if print_report(problems, checked_files(found, folders)):
         raise typer.Exit(2)

@@ -33,6 +33,7 @@ COMMAND_MODULES = {
     "uninstall": "init",
     "key": "keys",
     "maintain": "maintain",
+    "mcp": "mcp",
     "memory": "memory",
     "provider": "providers",
     "run": "run",

@@ -39,14 +39,29 @@ def init(
         list[str] | None,
         typer.Option("--route", help="MODE=PROVIDER: the first choice for a mode; repeatable."),
     ] = None,
+    mcp: Annotated[
+        bool,
+        typer.Option(
+            "--mcp/--no-mcp",
+            help="Also register `swarmdeck mcp serve` in the host's MCP configuration "
+            "(~/.claude.json, or .mcp.json beside --target; ~/.codex/config.toml).",
+        ),
+    ] = True,
 ) -> None:
-    """Write (or update in place) the swarmdeck playbook skill for a planner host."""
+    """Write (or update in place) the swarmdeck playbook skill for a planner host, and
+    register swarmdeck's MCP server with it."""
     from swarmdeck.config import load_settings
     from swarmdeck.dispatch.host_skills import install
 
     done = install(host, target, load_settings(), _parse_routes(route or []))
     verb = "updated" if done.updated else "wrote"
     print(f"{verb} {done.path / 'SKILL.md'} and {len(done.files) - 1} mode notes")
+    if mcp:
+        from swarmdeck.dispatch.host_mcp import register
+
+        reg = register(host, target)
+        state = "registered" if reg.changed else "already registered"
+        print(f"{state} `swarmdeck mcp serve` in {reg.path}")
     if done.providers:
         print(f"providers routed: {', '.join(done.providers)}")
     else:
@@ -59,8 +74,12 @@ def init(
 
 @app.command(cls=HumanCommand)
 def uninstall(host: HostArg, target: TargetOpt = None) -> None:
-    """Remove the playbook skill `swarmdeck init` wrote for a planner host."""
+    """Remove the playbook skill and the MCP server entry `swarmdeck init` wrote."""
+    from swarmdeck.dispatch.host_mcp import unregister
     from swarmdeck.dispatch.host_skills import uninstall as remove
 
     where = remove(host, target)
     print(f"removed {where}" if where else "nothing to remove: no swarmdeck skill installed")
+    config = unregister(host, target)
+    if config is not None:
+        print(f"removed the swarmdeck MCP server from {config}")

@@ -35,9 +35,17 @@ def set_key(
     stdin: Annotated[
         bool, typer.Option("--stdin", help="Read the key from standard input.")
     ] = False,
+    mcp: Annotated[
+        bool,
+        typer.Option(
+            "--mcp",
+            help="A key an MCP server's .mcp.json names as ${key:NAME} (not a provider's).",
+        ),
+    ] = False,
 ) -> None:
     """Store a provider's key: a hidden prompt, or stdin for scripts (never an argument)."""
-    _known_provider(provider)
+    if not mcp:
+        _known_provider(provider)
     if stdin or not sys.stdin.isatty():
         key = _key_from_stdin(provider)
     else:

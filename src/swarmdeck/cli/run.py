@@ -319,7 +319,7 @@ def _run_short(
             await stop_session(host, record.id, f"timeout: stopped by swarmdeck after {wall:g}s")
             return None
         finally:
-            await host.services.close_models()
+            await host.services.aclose()
             host.shutdown()
 
     outcome = asyncio.run(go())

@@ -13,7 +13,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from swarmdeck.catalog.records import STATUSES, TERMINAL_STATUSES, EventRecord, SessionRecord
+from swarmdeck.catalog.records import STATUSES, TERMINAL_STATUSES, SessionRecord
+from swarmdeck.catalog.views import (
+    ORPHANED,
+    context_summary,
+    orphaned_ids,
+    session_document,
+    session_summary,
+)
 from swarmdeck.cli.app import app
 from swarmdeck.config import load_settings
 from swarmdeck.errors import UsageError
@@ -25,8 +32,6 @@ if TYPE_CHECKING:
 sessions_app = typer.Typer(help="List, inspect, follow and resume sessions.", no_args_is_help=True)
 app.add_typer(sessions_app, name="sessions")
 
-# Shown for a live session whose worker died and that no one has taken over yet.
-ORPHANED = "orphaned"
 STATUS_STYLE = {
     ORPHANED: "bold red",
     "completed": "green",
@@ -86,7 +91,7 @@ def ls(
         rows = catalog.list_sessions(status=status, limit=limit)
         orphaned = _orphaned(catalog, rows)
     if as_json:
-        print(json.dumps([_summary(s, s.id in orphaned) for s in rows]))
+        print(json.dumps([session_summary(s, s.id in orphaned) for s in rows]))
         return
     if not rows:
         empty = f"no {status} sessions" if status else "no sessions yet — try `swarmdeck demo`"
@@ -112,26 +117,8 @@ def ls(
 
 def _orphaned(catalog: Catalog, rows: list[SessionRecord]) -> set[str]:
     """The sessions whose worker died and that no one has taken over yet."""
-    from swarmdeck.catalog.workers import WorkerRegistry
-
     settings = load_settings()
-    registry = WorkerRegistry(catalog.engine, settings.hostname, settings.lease_seconds)
-    return registry.orphaned([r for r in rows if not r.terminal])
-
-
-def _summary(s: SessionRecord, orphaned: bool = False) -> dict[str, object]:
-    return {
-        "id": s.id,
-        "parent_id": s.parent_id,
-        # Derived, never stored: the stored status is what the session last did.
-        "status": ORPHANED if orphaned else s.status,
-        "mode": s.mode,
-        "model": s.model,
-        "workdir": s.workdir,
-        "title": s.title,
-        "created_at": s.created_at,
-        "updated_at": s.updated_at,
-    }
+    return orphaned_ids(catalog, settings.hostname, settings.lease_seconds, rows)
 
 
 @sessions_app.command("show")
@@ -144,28 +131,12 @@ def show(
     """Show a session's record and its transcript."""
     catalog = open_catalog()
     s = catalog.get_session(catalog.resolve_session_id(session_id))
+    if as_json:
+        print(json.dumps(session_document(catalog, s), ensure_ascii=False))
+        return
     events = catalog.events(s.id)
     usage = catalog.usage_totals([s.id])
     context = context_summary(events)
-    if as_json:
-        doc = {
-            **_summary(s),
-            "task": s.task,
-            "result": s.result,
-            "final_text": s.final_text,
-            "error": s.error,
-            "usage": {
-                "turns": usage.turns,
-                **usage.tokens(),
-                "estimated_turns": usage.estimated_turns,
-                "cost_usd": usage.cost_usd,
-                "cache_share": usage.cache_share,
-            },
-            "context": context,
-            "events": [{"seq": e.seq, "kind": e.kind, "payload": e.payload} for e in events],
-        }
-        print(json.dumps(doc, ensure_ascii=False))
-        return
     console = Console()
     console.print(f"[bold]session[/] {s.id}  [{STATUS_STYLE.get(s.status, '')}]{s.status}[/]")
     console.print(f"model {s.model} · mode {s.mode} · workdir {s.workdir}")
@@ -185,22 +156,6 @@ def show(
         printer(ev)
     if s.result is not None:
         console.print_json(json.dumps(s.result))
-
-
-def context_summary(events: list[EventRecord]) -> dict[str, object] | None:
-    """What the last turn's prompt measured (its tokens, the window, the runtime's own
-    tokens) and how often older turns were compacted; None before any measured turn."""
-    last = next(
-        (e for e in reversed(events) if e.kind == "assistant" and e.payload.get("context")), None
-    )
-    if last is None:
-        return None
-    compactions = [e for e in events if e.kind == "compaction"]
-    return {
-        **last.payload["context"],
-        "compactions": len(compactions),
-        "dropped": sum(1 for e in compactions if not e.payload.get("summarized")),
-    }
 
 
 def context_line(context: dict[str, object]) -> str:
@@ -265,7 +220,7 @@ def resume(
             outcome = await run_and_follow(host, sid, start=not failed)
             return outcome.get("status", "failed")
         finally:
-            await host.services.close_models()
+            await host.services.aclose()
             host.shutdown()
 
     status = asyncio.run(go())

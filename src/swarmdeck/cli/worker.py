@@ -90,27 +90,32 @@ async def _serve(host: Host, engine: Engine, console: Console, once: bool, max_s
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    if once:
-        claimed = await asyncio.to_thread(engine.recover_dead_workers)
-        if claimed:
-            console.print(f"took over the sessions of {', '.join(claimed)}")
-        await asyncio.to_thread(engine.take_handovers)
-        await keep_system()
-        if not await settle(host, engine, stop, max_s):
-            console.print(f"still busy after {max_s:g} s; exiting anyway")
-        return
-    notified = not host.settings.is_sqlite
-    duties, handover = fleet_loop(engine, console.print, notified)
-    duties.add(Duty("keep system agents", SYSTEM_AGENTS_SECONDS, keep_system))
-    listener = None
-    if notified:
-        listener = listen(host.settings.store_url, HANDOVER_CHANNEL, lambda: duties.wake(handover))
     try:
-        await duties.serve(stop)
+        if once:
+            claimed = await asyncio.to_thread(engine.recover_dead_workers)
+            if claimed:
+                console.print(f"took over the sessions of {', '.join(claimed)}")
+            await asyncio.to_thread(engine.take_handovers)
+            await keep_system()
+            if not await settle(host, engine, stop, max_s):
+                console.print(f"still busy after {max_s:g} s; exiting anyway")
+            return
+        notified = not host.settings.is_sqlite
+        duties, handover = fleet_loop(engine, console.print, notified)
+        duties.add(Duty("keep system agents", SYSTEM_AGENTS_SECONDS, keep_system))
+        listener = None
+        if notified:
+            listener = listen(
+                host.settings.store_url, HANDOVER_CHANNEL, lambda: duties.wake(handover)
+            )
+        try:
+            await duties.serve(stop)
+        finally:
+            if listener is not None:
+                listener.set()
     finally:
-        if listener is not None:
-            listener.set()
-        await host.services.close_models()
+        # The MCP servers this worker started, and the adapters' pools.
+        await host.services.aclose()
 
 
 def _lease_lost(engine: Engine, console: Console, once: bool) -> None:

@@ -11,6 +11,7 @@ import signal
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -234,13 +235,27 @@ def dispatch_argv(job: Job, task_file: Path) -> list[str]:
 class Fanout:
     """Runs the jobs with at most `max_parallel` at once and each provider's concurrency."""
 
-    def __init__(self, jobs: list[Job], max_parallel: int, settings: Settings) -> None:
+    def __init__(
+        self,
+        jobs: list[Job],
+        max_parallel: int,
+        settings: Settings,
+        on_started: Callable[[int, dict[str, Any]], None] | None = None,
+        hold_by_provider: bool = True,
+    ) -> None:
         self.jobs = jobs
         self.settings = settings
         self.slots = asyncio.Semaphore(max_parallel)
+        # Called with (job index, started line) as each job starts; by default the line is
+        # echoed to stderr.
+        self.on_started = on_started or _echo_started
         registry = ProviderRegistry.load(settings.providers_dir)
+        # Without the hold, every job starts at once and the providers' shared limiter alone
+        # spaces their model calls (a caller that needs every session id now).
         self.provider_slots = {
-            key: asyncio.Semaphore(registry.resolve(key)[0].concurrency)
+            key: asyncio.Semaphore(
+                registry.resolve(key)[0].concurrency if hold_by_provider else len(jobs)
+            )
             for key in {j.provider.split(":")[0] for j in jobs}
         }
         self.redactor = load_redactor(CredentialStore(settings.credentials_dir))
@@ -276,6 +291,10 @@ class Fanout:
                 with contextlib.suppress(ProcessLookupError):
                     proc.send_signal(signal.SIGTERM)
 
+    async def run_job(self, index: int) -> dict[str, Any]:
+        """One job's verdict (the caller runs the jobs it wants, in any order)."""
+        return await self._job(index, self.jobs[index])
+
     async def _job(self, index: int, job: Job) -> dict[str, Any]:
         # The provider's slot first: waiting for it must not hold a slot another provider's
         # job could use.
@@ -303,7 +322,7 @@ class Fanout:
                 limit=LINE_LIMIT,
             )
             self.procs[index] = proc
-            started, verdict, error, killed_for = await self._collect(job, proc)
+            started, verdict, error, killed_for = await self._collect(index, job, proc)
         self.procs.pop(index, None)
         tail = self._tail(stderr_path)
         if verdict is not None:
@@ -319,7 +338,7 @@ class Fanout:
         return self._synthesize(job, started, reason, proc.returncode, tail)
 
     async def _collect(
-        self, job: Job, proc: asyncio.subprocess.Process
+        self, index: int, job: Job, proc: asyncio.subprocess.Process
     ) -> tuple[dict[str, Any] | None, dict[str, Any] | None, str | None, str | None]:
         """Read the worker's lines until it exits or overruns its time."""
         assert proc.stdout is not None
@@ -347,8 +366,7 @@ class Fanout:
             kind = doc.get("type") if isinstance(doc, dict) else None
             if kind == STARTED_TYPE:
                 started = doc
-                sys.stderr.write(line + "\n")
-                sys.stderr.flush()
+                self.on_started(index, doc)
             elif kind == VERDICT_TYPE:
                 verdict = doc
             elif kind == ERROR_TYPE:
@@ -413,6 +431,11 @@ class Fanout:
         )
         sys.stderr.write(f"swarmdeck: job {job.name}: error ({reason})\n")
         return {"job": job.name, **verdict.model_dump()}
+
+
+def _echo_started(_index: int, started: dict[str, Any]) -> None:
+    sys.stderr.write(json.dumps(started, ensure_ascii=False) + "\n")
+    sys.stderr.flush()
 
 
 def run_fanout(

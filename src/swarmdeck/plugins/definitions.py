@@ -50,6 +50,7 @@ class AgentDef:
     splash: str | None = None
     model: str | None = None
     cron: CronSpec | None = None
+    mcp_servers: list[str] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -46,6 +46,9 @@ class AgentFrontMatter(_Open):
     splash: StrictStr | None = None
     model: StrictStr | None = None
     cron: CronSpec | None = None
+    # The MCP servers (by their .mcp.json name) the agent's sessions get; without it, the
+    # servers marked `default`.
+    mcp_servers: list[StrictStr] | None = Field(None, alias="mcpServers")
 
 
 class SkillFrontMatter(_Open):

@@ -209,6 +209,7 @@ def _agent(path: Path, plugin: Plugin, problems: list[Problem]) -> AgentDef | No
         splash=front.splash,
         model=front.model,
         cron=front.cron,
+        mcp_servers=front.mcp_servers,
         extra=front.unknown_fields(),
     )
     if agent.system and not SYSTEM_ID_RE.match(agent.agent_id):

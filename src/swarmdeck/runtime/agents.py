@@ -79,6 +79,9 @@ def agent_session(
             "pass a task",
         )
     options: dict[str, Any] = {"skills": [s.name for s in skills]}
+    # Always set: a named sub-agent without `mcpServers:` gets the default servers, not
+    # its parent's grant.
+    options["mcp_servers"] = list(agent.mcp_servers) if agent.mcp_servers is not None else None
     if plugins:
         options["plugins"] = plugins
     cron = cron_option(agent, time.time() if now is None else now)

@@ -18,6 +18,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+from swarmdeck.catalog.records import SessionRecord
 from swarmdeck.errors import ProviderError
 from swarmdeck.models.estimate import count_tokens, encoding_for, tool_text
 from swarmdeck.models.registry import ProviderConfig
@@ -26,6 +27,7 @@ from swarmdeck.runtime.crashpoints import crash_point
 from swarmdeck.runtime.journal import COMPACTION, Journal
 from swarmdeck.runtime.prompts import skill_index
 from swarmdeck.runtime.services import services
+from swarmdeck.runtime.traced import turn_span
 
 # What the recent turns may take of the room left for the conversation after a
 # compaction (less after a context-length error), and what the summary may take.
@@ -154,7 +156,7 @@ async def fit_context(
         payload = compaction_plan(journal, meter, budget, system, specs, overflow)
         if payload is not None:
             payload["refused_at"] = budget.refused_at
-            await _compact(session_id, record.model, journal, key, payload)
+            await _compact(record, turn, journal, key, payload)
             raw = meter.raw_prompt([system, *journal.view()], specs)
         elif overflow:
             return None
@@ -270,11 +272,12 @@ def _marker(count: int, why: str) -> str:
 
 
 async def _compact(
-    session_id: str, model_ref: str, journal: Journal, key: str, plan: dict[str, Any]
+    record: SessionRecord, turn: int, journal: Journal, key: str, plan: dict[str, Any]
 ) -> None:
     """Ask the model for a summary of the planned messages and journal the compaction; a
     summary that fails leaves a marker instead."""
     svc = services()
+    session_id = record.id
     start, cut = plan["start"], plan["cut"]
     previous = journal.compaction.payload["text"] if journal.compaction is not None else None
     request = summary_request(previous, journal.messages[start:cut], plan["words"])
@@ -286,11 +289,16 @@ async def _compact(
         "refused_at": plan.get("refused_at"),
     }
     crash_point("compact.before")
-    try:
-        completion = await svc.model(model_ref).complete(request, [])
-    except ProviderError as exc:
-        payload["error"] = exc.one_line()
-        completion = None
+    # A chat span of its own: the summary's tokens are part of what the session spent.
+    with turn_span(record, turn, purpose="compaction") as span:
+        try:
+            completion = await svc.model(record.model).complete(request, [])
+        except ProviderError as exc:
+            span.failed(exc.kind, exc.one_line())
+            payload["error"] = exc.one_line()
+            completion = None
+        else:
+            span.completed(completion, request)
     summary = " ".join((completion.text if completion else "").split())
     limit = plan["words"] * CHARS_PER_WORD
     if summary:

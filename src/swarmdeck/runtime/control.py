@@ -67,6 +67,10 @@ class ControlTools:
         """True for the tools this class carries out."""
         return name in self._handlers
 
+    def effect(self, name: str) -> str:
+        """The effect class a control tool declares."""
+        return str(_TOOLS[name].effect)
+
     async def run(self, name: str, call: dict[str, Any]) -> Outcome:
         """Validate the arguments (pure, so replay-safe) and carry the call out."""
         try:

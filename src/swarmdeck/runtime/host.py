@@ -20,6 +20,7 @@ from swarmdeck.runtime.crashpoints import crash_point
 from swarmdeck.runtime.engine import Engine, ring_offline, workflow_id
 from swarmdeck.runtime.services import Services
 from swarmdeck.tools.base import Tool
+from swarmdeck.tools.toolsets import SessionScope
 from swarmdeck.workspace.rundir import RunDir
 
 FOLLOW_POLL_SECONDS = 0.05
@@ -102,6 +103,8 @@ class Host:
             self.engine.shutdown()
             self.engine = None
         self.services.limiter.give_back_kept()
+        # The process may leave without the interpreter's teardown (dispatch does).
+        self.services.tracing.flush()
 
     def check_request(self, req: SessionRequest) -> None:
         """Refuse what cannot work before anything is stored or sent."""
@@ -120,6 +123,13 @@ class Host:
                 f"task refused: it contains a credential ({found})",
                 "remove the secret from the task; workers read keys from the credential store",
             )
+        plugins = self.services.plugins_for(
+            str(req.workdir.resolve()), req.options.get("plugins") or ()
+        )
+        scope = SessionScope(
+            "", req.mode, req.workdir.resolve(), req.options, tuple(plugins.plugins)
+        )
+        self.services.preflight(scope)
 
     def create_session(self, req: SessionRequest, *, fleet: bool = False) -> SessionRecord:
         """Store a new pending session (its task is the transcript's first entry).

@@ -12,6 +12,9 @@ from swarmdeck.catalog.catalog import Catalog
 from swarmdeck.catalog.records import SessionRecord
 from swarmdeck.config import Settings
 from swarmdeck.errors import SwarmdeckError
+from swarmdeck.integrations.mcp.toolset import McpPool, McpToolset
+from swarmdeck.integrations.telemetry.setup import tracing_for
+from swarmdeck.integrations.telemetry.tracing import NO_TRACING, Tracing
 from swarmdeck.models.available import ModelInfo, available_models
 from swarmdeck.models.factory import build_chat_model
 from swarmdeck.models.limiter import ProviderLimiter
@@ -22,6 +25,7 @@ from swarmdeck.runtime.journal import Journal
 from swarmdeck.secrets.redact import Redactor, load_redactor, set_default_redactor
 from swarmdeck.secrets.store import CredentialStore
 from swarmdeck.tools.base import Tool, ToolRegistry
+from swarmdeck.tools.toolsets import SessionScope, SessionToolset
 
 # A result validator returns None when the result is valid, else a one-line error.
 ResultValidator = Callable[[Any], str | None]
@@ -78,6 +82,10 @@ class Services:
     result_validators: dict[str, ResultValidator] = field(default_factory=dict)
     session_drivers: dict[str, SessionDriver] = field(default_factory=dict)
     engine_ops: EngineOps | None = None
+    # Tools found per session (its MCP servers'), beside the registry's.
+    toolsets: list[SessionToolset] = field(default_factory=list)
+    # Spans of sessions, turns and tool calls (a no-op unless OpenTelemetry is configured).
+    tracing: Tracing = NO_TRACING
     _models: dict[str, ChatModel] = field(default_factory=dict)
     # Per-session caches of this process: a session's identity (model, mode, workdir, prompt,
     # tools) never changes, and its transcript only grows, so each turn reads only what is
@@ -129,6 +137,16 @@ class Services:
         """The exact provider:model names a session may use now (ready providers only)."""
         return available_models(self.providers, self.credentials.has)
 
+    def preflight(self, scope: SessionScope) -> None:
+        """Refuse a session a toolset could not serve (its MCP servers without the SDK)."""
+        for toolset in self.toolsets:
+            toolset.preflight(scope)
+
+    async def close_toolsets(self) -> None:
+        """Stop what the toolsets started in this process (its MCP servers)."""
+        for toolset in self.toolsets:
+            await toolset.close()
+
     def forget(self, session_id: str) -> None:
         """Drop a finished session's caches."""
         self._records.pop(session_id, None)
@@ -141,6 +159,9 @@ class Services:
         redactor = load_redactor(credentials)
         set_default_redactor(redactor)
         catalog = Catalog.open(settings.store_url, redactor.redact)
+        mcp = McpToolset(
+            McpPool(_guarded_lookup(credentials, redactor), settings.home / "logs" / "mcp")
+        )
         return cls(
             settings=settings,
             catalog=catalog,
@@ -149,7 +170,15 @@ class Services:
             redactor=redactor,
             limiter=ProviderLimiter(catalog.engine),
             tools=ToolRegistry(tools),
+            toolsets=[mcp],
+            tracing=tracing_for(settings.home, redactor.redact),
         )
+
+    async def aclose(self) -> None:
+        """Release what this process opened for its sessions: the toolsets' MCP servers,
+        then the adapters' connection pools."""
+        await self.close_toolsets()
+        await self.close_models()
 
     async def close_models(self) -> None:
         """Close the adapters' connection pools (on the loop that opened them), so none is
@@ -174,6 +203,21 @@ class Services:
                 config, name, lambda: self.credentials.get(config.key), self.limiter
             )
         return self._models[model_ref]
+
+
+def _guarded_lookup(
+    credentials: CredentialStore, redactor: Redactor
+) -> Callable[[str], str | None]:
+    """Reads a stored key for an MCP server's env or headers, and makes the redactor mask it
+    first (a key stored after this process started is masked all the same)."""
+
+    def lookup(name: str) -> str | None:
+        value = credentials.get(name)
+        if value:
+            redactor.add(value)
+        return value
+
+    return lookup
 
 
 _current: Services | None = None

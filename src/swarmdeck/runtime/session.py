@@ -14,6 +14,7 @@ from swarmdeck.runtime import steps, tree
 from swarmdeck.runtime.control import ControlTools
 from swarmdeck.runtime.durable import Durable
 from swarmdeck.runtime.services import services
+from swarmdeck.runtime.traced import session_span, tool_span
 
 DEFAULT_MAX_TURNS = 50
 MAX_RESULT_ATTEMPTS = 3
@@ -46,7 +47,8 @@ async def run_session(session_id: str, generation: int, d: Durable) -> dict[str,
             # A driver of its own (a swarm's coordinator): it ends its session itself.
             return await _run_kind(kind, session_id, generation, d, info)
         try:
-            return await loop.run()
+            with session_span(session_id, generation):
+                return await loop.run()
         except Fenced:
             raise
         except Exception as exc:
@@ -200,13 +202,17 @@ class SessionLoop:
             name = call["name"]
             if name == steps.SUBMIT_RESULT and name in self.offered:
                 tries_left = MAX_RESULT_ATTEMPTS - self.rejected - 1
-                outcome = await self.d.step(
-                    "submit_result", steps.submit_result, self.sid, self.turn, call, tries_left
-                )
+                with tool_span(self.sid, call, "idempotent") as span:
+                    outcome = await self.d.step(
+                        "submit_result", steps.submit_result, self.sid, self.turn, call, tries_left
+                    )
+                    span.finished(outcome["content"], outcome["is_error"])
                 submitted = submitted or outcome["accepted"]
                 self.rejected += 0 if outcome["accepted"] else 1
             elif name in self.offered and self.control.handles(name):
-                content, is_error = await self.control.run(name, call)
+                with tool_span(self.sid, call, self.control.effect(name)) as span:
+                    content, is_error = await self.control.run(name, call)
+                    span.finished(content, is_error)
                 await self.d.step(
                     "record", steps.record_result, self.sid, self.turn, call, content, is_error
                 )

@@ -29,10 +29,12 @@ from swarmdeck.runtime.origin import CRON
 from swarmdeck.runtime.prompts import skill_index, system_prompt
 from swarmdeck.runtime.services import services
 from swarmdeck.runtime.tool_output import shrink
+from swarmdeck.runtime.traced import tool_span, turn_span
 from swarmdeck.runtime.tree import drain_inbox, model_resting, parent_notice, ring
 from swarmdeck.runtime.turn_watch import TurnWatch
 from swarmdeck.tools.base import READ_ONLY_MODES, Effect, Tool, ToolContext, ToolOutcome
 from swarmdeck.tools.builtins.skills import LOAD_SKILL
+from swarmdeck.tools.toolsets import SessionScope
 from swarmdeck.workspace.gitdirs import git_dirs_outside
 
 SUBMIT_RESULT = "submit_result"
@@ -44,11 +46,17 @@ def session_skills(record: SessionRecord, loaded: list[str]) -> list[str]:
     return preloaded + [s for s in loaded if s not in preloaded]
 
 
-def offered_tools(record: SessionRecord, skills: list[str] | None = None) -> list[Tool]:
-    """The tools this session's model is shown: its mode's, narrowed by its tool_names, and
-    those its skills bring (still only the mode's)."""
+def offered_tools(
+    record: SessionRecord, skills: list[str] | None = None, extra: list[Tool] | None = None
+) -> list[Tool]:
+    """The tools this session's model is shown: its mode's, narrowed by its tool_names,
+    those of its toolsets (`extra`: its MCP servers'), and those its skills bring (still
+    only the mode's)."""
     svc = services()
     tools = svc.tools.for_mode(record.mode, record.tool_names)
+    if extra:
+        taken = {t.name for t in tools}
+        tools += [t for t in extra if t.name not in taken]
     if not skills:
         return tools
     plugin_set = svc.session_plugins(record)
@@ -259,7 +267,35 @@ def _take_mail(session_id: str, turn: int, inbox: list[str]) -> None:
         svc.journal(session_id).refresh(svc.catalog)
 
 
-def _prompt(session_id: str, turn: int) -> dict[str, Any]:
+async def toolset_tools(session_id: str, turn: int) -> list[Tool]:
+    """The tools the session's toolsets (its MCP servers) offer now; what it should be told
+    about them (a server that did not start) joins its transcript, once."""
+    svc = services()
+    if not svc.toolsets:
+        return []
+    record = svc.session_identity(session_id)
+    scope = session_scope(record)
+    tools: list[Tool] = []
+    for toolset in svc.toolsets:
+        found = await toolset.tools_for(scope)
+        tools += found.tools
+        for key, text in found.notices:
+            payload = {"what": "toolset", "reason": text, "wait_s": 0, "text": text}
+            await _write(_append_notice, session_id, key, payload)
+    return tools
+
+
+def _append_notice(session_id: str, key: str, payload: dict[str, Any], wait: bool = True) -> None:
+    services().catalog.append_event(session_id, key, "notice", payload, wait=wait)
+
+
+def session_scope(record: SessionRecord) -> SessionScope:
+    """What a toolset may know of the session."""
+    plugins = tuple(services().session_plugins(record).plugins)
+    return SessionScope(record.id, record.mode, Path(record.workdir), record.options, plugins)
+
+
+def _prompt(session_id: str, turn: int, extra: list[Tool]) -> dict[str, Any]:
     """What the model call needs: the session's prompt, conversation and tools, and what
     started the turn."""
     svc = services()
@@ -272,7 +308,7 @@ def _prompt(session_id: str, turn: int) -> dict[str, Any]:
         "record": record,
         "system": Message("system", prompt),
         "skills_index": skill_index(index),
-        "specs": [t.spec() for t in offered_tools(record, skills)],
+        "specs": [t.spec() for t in offered_tools(record, skills, extra)],
         "origin": journal.next_origin(
             has_parent=record.parent_id is not None, system=record.system
         ),
@@ -378,14 +414,21 @@ async def llm_turn(session_id: str, turn: int, generation: int, inbox: list[str]
         # Writes run in a thread: a wait for SQLite's write lock must not stall the event
         # loop that every other session of this process shares.
         await asyncio.to_thread(_take_mail, session_id, turn, inbox)
-    prep = await _read(_prompt, session_id, turn)
+    extra = await toolset_tools(session_id, turn)
+    prep = await _read(_prompt, session_id, turn, extra)
     record = prep["record"]
     fitted = await fit_context(session_id, turn, prep)
     assert fitted is not None
     watch = TurnWatch(session_id, turn, generation)
     crash_point("llm.before")
     try:
-        completion, fitted = await _complete(session_id, turn, prep, fitted, watch)
+        with turn_span(record, turn) as span:
+            try:
+                completion, fitted = await _complete(session_id, turn, prep, fitted, watch)
+            except ProviderError as exc:
+                span.failed(exc.kind, exc.one_line())
+                raise
+            span.completed(completion, fitted["messages"])
     except ProviderError as exc:
         message = exc.one_line()
         await asyncio.to_thread(
@@ -465,7 +508,8 @@ async def _prepare_call(session_id: str, turn: int, call: dict[str, Any]) -> dic
     record = svc.session_identity(session_id)
     journal = svc.journal(session_id)
     skills = session_skills(record, journal.skills_before(turn))
-    tool = next((t for t in offered_tools(record, skills) if t.name == call["name"]), None)
+    extra = await toolset_tools(session_id, turn) if svc.tools.get(call["name"]) is None else []
+    tool = next((t for t in offered_tools(record, skills, extra) if t.name == call["name"]), None)
     if tool is None:
         return {
             "outcome": ToolOutcome(f"error: no tool named {call['name']} in this session", True)
@@ -510,12 +554,14 @@ async def tool_call(session_id: str, turn: int, call: dict[str, Any]) -> dict[st
     outcome = prep.get("outcome")
     if outcome is None:
         crash_point("tool.before")
-        try:
-            outcome = await prep["tool"].call(prep["context"], call["arguments"])
-        except Exception as exc:
-            # A tool that raises (a bug, a user tool's own error) fails this call, which the
-            # model sees and can act on; it must not take the whole session down.
-            outcome = ToolOutcome(f"error: {describe_error(exc)}", is_error=True)
+        with tool_span(session_id, call, str(prep["tool"].effect)) as span:
+            try:
+                outcome = await prep["tool"].call(prep["context"], call["arguments"])
+            except Exception as exc:
+                # A tool that raises (a bug, a user tool's own error) fails this call, which
+                # the model sees and can act on; it must not take the whole session down.
+                outcome = ToolOutcome(f"error: {describe_error(exc)}", is_error=True)
+            span.finished(outcome.content, outcome.is_error)
         crash_point("tool.after")
     outcome = await asyncio.to_thread(shrink, session_id, turn, call["id"], outcome)
     return await _write(_store_call, session_id, turn, call, outcome)

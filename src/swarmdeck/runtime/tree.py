@@ -15,10 +15,11 @@ from swarmdeck.catalog.records import (
 )
 from swarmdeck.runtime.crashpoints import crash_point
 from swarmdeck.runtime.services import EngineOps, services
+from swarmdeck.runtime.traced import child_trace_options
 
 PREVIEW = 400
 # Session options a child takes from its parent.
-INHERITED_OPTIONS = ("max_children", "max_depth", "no_sandbox", "plugins")
+INHERITED_OPTIONS = ("max_children", "max_depth", "no_sandbox", "plugins", "mcp_servers")
 
 
 def child_id_for(parent_id: str, call_key: str) -> str:
@@ -68,6 +69,8 @@ def spawn_child(parent_id: str, call_key: str, args: dict[str, Any]) -> dict[str
             # The tree's limits hold at every level, not only below the root.
             **{k: parent.options[k] for k in INHERITED_OPTIONS if k in parent.options},
             **spec["options"],
+            # The spawn_agent call's span: the child's spans join the parent's trace.
+            **child_trace_options(),
         },
     )
     crash_point("spawn.recorded")

@@ -93,6 +93,9 @@ class Tool:
     # Offered only to sessions that name it (an agent's tools, a loaded skill's tools.json),
     # never by default: the store-wide maintenance tools.
     granted: bool = False
+    # The JSON schema the model is shown, when it comes from elsewhere (an MCP server's
+    # inputSchema); the server validates the arguments, `args_model` only keeps them.
+    schema: dict[str, Any] | None = None
 
     def offered_to(self, mode: str) -> bool:
         """True when a session in `mode` is shown this tool here."""
@@ -100,6 +103,8 @@ class Tool:
 
     def spec(self) -> ToolSpec:
         """The schema the model is shown (built once: pydantic builds it anew each time)."""
+        if self.schema is not None:
+            return ToolSpec(self.name, self.description, self.schema)
         return _spec_of(self.name, self.description, self.args_model)
 
     def parse_args(self, raw: str) -> BaseModel:
