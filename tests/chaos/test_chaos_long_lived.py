@@ -97,6 +97,7 @@ def _turns(catalog: Catalog, sid: str) -> int:
         ).scalar_one()
 
 
+@pytest.mark.timeout(480)  # ~80 s alone; the suite shares the cores with other tests
 def test_long_lived_cron_session_stays_flat(sd_home: Path, workdir: Path, fake_llm) -> None:
     # On the embedded store only (the `store` fixture would run it on PostgreSQL too): it is
     # the slowest test here, and the chaos tests already cover takeover on both stores.

