@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import time
@@ -140,6 +141,27 @@ async def test_tool_call_and_result_round_trip(fake: FakeLLM, kind: str) -> None
     else:
         assert body["messages"][0] == {"role": "system", "content": "You are terse."}
         assert body["messages"][-1]["role"] == "tool"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_an_adapter_keeps_one_connection_for_its_turns(fake: FakeLLM, kind: str) -> None:
+    """Turns in a row reuse one kept-alive connection; turns at once open no more
+    connections than there were requests in flight."""
+    fake.set_script({"scenarios": [{"turns": TOOL_TURNS}]})
+    model = make_model(fake, kind)
+    try:
+        for _ in range(10):
+            await run_tool_round_trip(model)
+        assert (len(chat_requests(fake)), fake.connections_opened) == (20, 1)
+        fake.reset_stats()
+        fake.latency = 0.2
+        await asyncio.gather(*(run_tool_round_trip(model) for _ in range(5)))
+        assert len(chat_requests(fake)) == 10
+        # A connection is opened only for a request that found none idle; the second
+        # turns find those of the first.
+        assert fake.max_concurrent > 1 and fake.connections_opened < fake.max_concurrent
+    finally:
+        await model.aclose()
 
 
 async def test_anthropic_merges_consecutive_tool_results(fake: FakeLLM) -> None:
