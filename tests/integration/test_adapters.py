@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -162,6 +163,30 @@ async def test_an_adapter_keeps_one_connection_for_its_turns(fake: FakeLLM, kind
         assert fake.max_concurrent > 1 and fake.connections_opened < fake.max_concurrent
     finally:
         await model.aclose()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_aclose_closes_the_pool_of_another_running_loop(fake: FakeLLM, kind: str) -> None:
+    """A turn on another thread's loop (the engine's, for queued sessions) opens a pool
+    there; aclose() from this loop closes it on its own loop, and this loop's here."""
+    fake.set_script({"scenarios": [{"turns": [{"text": "hi"}]}]})
+    model = make_model(fake, kind)
+    other = asyncio.new_event_loop()
+    thread = threading.Thread(target=other.run_forever, daemon=True)
+    thread.start()
+    try:
+        there = asyncio.run_coroutine_threadsafe(model.complete([Message("user", "a")], []), other)
+        assert (await asyncio.wrap_future(there)).text == "hi"
+        assert (await model.complete([Message("user", "b")], [])).text == "hi"
+        pools = list(model._http._pools.values())
+        assert len(pools) == 2 and not any(p.is_closed for p in pools)
+        await model.aclose()
+        assert all(p.is_closed for p in pools)
+        assert fake.connections_opened == 2
+    finally:
+        other.call_soon_threadsafe(other.stop)
+        thread.join(5)
+        other.close()
 
 
 async def test_anthropic_merges_consecutive_tool_results(fake: FakeLLM) -> None:

@@ -192,6 +192,36 @@ def test_detach_hands_the_session_over_and_a_worker_runs_it(
     assert catalog.get_session(sid).result == RESULT
 
 
+def test_a_worker_leaves_no_connection_pool_unclosed(
+    sd_home: Path, workdir: Path, fake_llm, fleet: Fleet
+) -> None:
+    """The pools of the engine's loop (where queued sessions run) are closed on that loop
+    before it stops: aiohttp reports none unclosed, whether the worker ends idle (--once)
+    or on SIGTERM."""
+    write_provider(sd_home, "fake", fake_llm.openai_base_url)
+    fake_llm.set_script(explore_script())
+    argv = [
+        "dispatch", "--provider", "fake", "--mode", "explore", "--workdir", str(workdir),
+        "--task", "what does main return?", "--detach",
+    ]  # fmt: skip
+    catalog = open_catalog()
+    first = json.loads(run_cli(sd_home, *argv, timeout=120).stdout)["session_id"]
+    res = run_cli(sd_home, "worker", "--once", "--max-seconds", "60", timeout=120)
+    assert res.code == 0, res.stderr
+    assert catalog.get_session(first).status == "completed"
+    assert "Unclosed" not in res.stderr and "Traceback" not in res.stderr, res.stderr
+    worker = fleet.start("host-a")
+    second = json.loads(run_cli(sd_home, *argv, timeout=120).stdout.splitlines()[0])
+    wait_for(
+        lambda: catalog.get_session(second["session_id"]).status == "completed",
+        timeout=60,
+        what="the run on the worker",
+    )
+    worker.signal(signal.SIGTERM)
+    assert worker.proc.wait(timeout=60) == 0
+    assert "Unclosed" not in worker.output() and "Traceback" not in worker.output()
+
+
 def test_a_hand_over_no_live_worker_takes_runs_here(
     sd_home: Path, workdir: Path, fake_llm, fleet: Fleet
 ) -> None:

@@ -96,8 +96,11 @@ async def _serve(host: Host, engine: Engine, console: Console, once: bool, max_s
             console.print(f"took over the sessions of {', '.join(claimed)}")
         await asyncio.to_thread(engine.take_handovers)
         await keep_system()
-        if not await settle(host, engine, stop, max_s):
-            console.print(f"still busy after {max_s:g} s; exiting anyway")
+        try:
+            if not await settle(host, engine, stop, max_s):
+                console.print(f"still busy after {max_s:g} s; exiting anyway")
+        finally:
+            await host.services.close_models()
         return
     notified = not host.settings.is_sqlite
     duties, handover = fleet_loop(engine, console.print, notified)
