@@ -142,6 +142,9 @@ def test_the_fleet_path_and_the_local_path_print_the_same(
     ]  # fmt: skip
     local = run_cli(sd_home, *argv, timeout=120)
     fleet.start("host-a")
+    # The same run from the same start: the fake's prompt cache, warmed by the first run,
+    # would report cached tokens to the second only.
+    fake_llm.reset_stats()
     remote = run_cli(sd_home, *argv, timeout=120)
     assert (local.code, remote.code) == (0, 0), (local.stderr, remote.stderr)
     assert "in this process" in " ".join(local.stderr.split())
