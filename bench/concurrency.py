@@ -228,6 +228,7 @@ def main() -> None:
             wall = time.perf_counter() - t1
             bad = [o for o in outcomes if o.get("status") != "completed"]
             assert not bad, bad[:3]
+            await host.services.close_models()  # the pools of this loop
             return Run(0, wall, created, 0.0)
 
         def run_fleet(processes: int) -> Run:
@@ -254,12 +255,14 @@ def main() -> None:
                 *(DBOS.start_workflow_async(workflow, *wf_args) for _ in range(n))
             )
             await asyncio.gather(*(h.get_result() for h in handles))
-            return time.perf_counter() - t0
+            wall = time.perf_counter() - t0
+            while _CLIENTS:  # its pool belongs to this loop: close it here
+                await _CLIENTS.popitem()[1].close()  # type: ignore[attr-defined]
+            return wall
 
         try:
             bare_step = asyncio.run(bare(bare_session, args.wait))
             same = asyncio.run(bare(bare_same_work, base_url, args.wait))
-            _CLIENTS.clear()  # its pool belonged to that loop
             runs = []
             for processes in counts:
                 runs.append(asyncio.run(run_here()) if processes == 0 else run_fleet(processes))

@@ -32,3 +32,9 @@ def fake_llm_process(script: dict) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+        # Its last line counts requests and connections: keep-alive shows as far fewer
+        # connections than requests.
+        assert proc.stderr is not None
+        for line in proc.stderr.read().splitlines():
+            if line.startswith("fake LLM served"):
+                print(f"  {line}")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -140,6 +142,51 @@ async def test_tool_call_and_result_round_trip(fake: FakeLLM, kind: str) -> None
     else:
         assert body["messages"][0] == {"role": "system", "content": "You are terse."}
         assert body["messages"][-1]["role"] == "tool"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_an_adapter_keeps_one_connection_for_its_turns(fake: FakeLLM, kind: str) -> None:
+    """Turns in a row reuse one kept-alive connection; turns at once open no more
+    connections than there were requests in flight."""
+    fake.set_script({"scenarios": [{"turns": TOOL_TURNS}]})
+    model = make_model(fake, kind)
+    try:
+        for _ in range(10):
+            await run_tool_round_trip(model)
+        assert (len(chat_requests(fake)), fake.connections_opened) == (20, 1)
+        fake.reset_stats()
+        fake.latency = 0.2
+        await asyncio.gather(*(run_tool_round_trip(model) for _ in range(5)))
+        assert len(chat_requests(fake)) == 10
+        # A connection is opened only for a request that found none idle; the second
+        # turns find those of the first.
+        assert fake.max_concurrent > 1 and fake.connections_opened < fake.max_concurrent
+    finally:
+        await model.aclose()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_aclose_closes_the_pool_of_another_running_loop(fake: FakeLLM, kind: str) -> None:
+    """A turn on another thread's loop (the engine's, for queued sessions) opens a pool
+    there; aclose() from this loop closes it on its own loop, and this loop's here."""
+    fake.set_script({"scenarios": [{"turns": [{"text": "hi"}]}]})
+    model = make_model(fake, kind)
+    other = asyncio.new_event_loop()
+    thread = threading.Thread(target=other.run_forever, daemon=True)
+    thread.start()
+    try:
+        there = asyncio.run_coroutine_threadsafe(model.complete([Message("user", "a")], []), other)
+        assert (await asyncio.wrap_future(there)).text == "hi"
+        assert (await model.complete([Message("user", "b")], [])).text == "hi"
+        pools = list(model._http._pools.values())
+        assert len(pools) == 2 and not any(p.is_closed for p in pools)
+        await model.aclose()
+        assert all(p.is_closed for p in pools)
+        assert fake.connections_opened == 2
+    finally:
+        other.call_soon_threadsafe(other.stop)
+        thread.join(5)
+        other.close()
 
 
 async def test_anthropic_merges_consecutive_tool_results(fake: FakeLLM) -> None:

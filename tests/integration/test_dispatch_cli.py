@@ -120,6 +120,8 @@ def test_two_lines_then_the_files_they_name(sd_home: Path, workdir: Path, fake: 
     assert "read_file" in log.read_text() and oct(log.stat().st_mode & 0o777) == "0o600"
     assert oct(log.with_name("verdict.json").stat().st_mode & 0o777) == "0o600"
     assert "read_file" in res.stderr  # progress went to stderr
+    # The adapters' pools were closed on the run's loop: aiohttp reported none unclosed.
+    assert "Unclosed" not in res.stderr, res.stderr
     # The mode's tools only, and its prompt, reached the model.
     body = fake.requests[0].body
     assert {t["function"]["name"] for t in body["tools"]} == {

@@ -648,7 +648,79 @@ def test_run_fake_llm_serves_until_sigterm(tmp_path: Path) -> None:
             assert proc.wait(timeout=5) == 0
             assert proc.stdout is not None
             assert proc.stdout.read() == ""
-            assert proc.stderr.read() == ""
+            assert proc.stderr.read() == "fake LLM served 1 requests over 1 connections\n"
         finally:
             if proc.poll() is None:
                 proc.kill()
+
+
+# --- Keep-alive ---------------------------------------------------------------------------
+
+
+def sdk_client(
+    fake: FakeLLM, sdk: str, transport: str
+) -> openai.AsyncOpenAI | anthropic.AsyncAnthropic:
+    """One real SDK client on the fake server over the given HTTP transport (the aiohttp
+    one is what swarmdeck's adapters use)."""
+    module: Any = openai if sdk == "openai" else anthropic
+    http_client = (
+        module.DefaultAioHttpClient()
+        if transport == "aiohttp"
+        else module.DefaultAsyncHttpxClient(verify=False)
+    )
+    base_url = fake.openai_base_url if sdk == "openai" else fake.anthropic_base_url
+    client = module.AsyncOpenAI if sdk == "openai" else module.AsyncAnthropic
+    made = client(base_url=base_url, api_key="x", max_retries=0, http_client=http_client)
+    _open_clients.append(made)
+    return made
+
+
+async def exchange(client: Any, sdk: str, stream: bool) -> None:
+    """One chat request, read to its end (a streamed one event by event)."""
+    if sdk == "openai":
+        answer = await client.chat.completions.create(
+            model="m", messages=[user("t")], stream=stream, tools=TOOLS_OPENAI
+        )
+    else:
+        answer = await client.messages.create(
+            model="m", max_tokens=100, messages=[user("t")], stream=stream, tools=TOOLS_ANTHROPIC
+        )
+    if stream:
+        async for _ in answer:
+            pass
+
+
+@pytest.mark.parametrize("transport", ["httpx", "aiohttp"])
+@pytest.mark.parametrize("sdk", ["openai", "anthropic"])
+async def test_one_connection_serves_every_request_of_a_client(
+    fake_llm: FakeLLM, sdk: str, transport: str
+) -> None:
+    """HTTP/1.1 keep-alive: streamed answers (chunked), JSON answers and errors
+    (Content-Length) all leave the connection open for the next request."""
+    client = sdk_client(fake_llm, sdk, transport)
+    fake_llm.set_script(
+        one_turn(text="reading", tool_calls=[{"name": "read_file", "arguments": {"p": "x"}}])
+    )
+    for i in range(12):
+        await exchange(client, sdk, stream=i % 3 != 0)
+    fake_llm.set_script(one_turn(text="x", fault={"status": 429, "retry_after": 0}))
+    for _ in range(3):
+        with pytest.raises(openai.RateLimitError if sdk == "openai" else anthropic.RateLimitError):
+            await exchange(client, sdk, stream=True)
+    await client.models.list()
+    assert len(fake_llm.requests) == 16
+    assert fake_llm.connections_opened == 1
+
+
+async def test_a_cut_stream_costs_the_client_its_connection(fake_llm: FakeLLM) -> None:
+    """The count sees the server hang up: after a cut stream the next request connects anew."""
+    client = sdk_client(fake_llm, "openai", "aiohttp")
+    fake_llm.set_script(one_turn(text="one two three four", fault={"cut_stream": True}))
+    with pytest.raises(openai.APIConnectionError):
+        await exchange(client, "openai", stream=True)
+    fake_llm.set_script(one_turn(text="whole"))
+    await exchange(client, "openai", stream=True)
+    await exchange(client, "openai", stream=True)
+    assert fake_llm.connections_opened == 2
+    fake_llm.reset_stats()
+    assert fake_llm.connections_opened == 0

@@ -170,15 +170,21 @@ def test_the_short_form_of_run_prints_the_same_on_both_paths(
     assert newest.executor == worker.executor_id
 
 
-def test_detach_hands_the_session_over_and_a_worker_runs_it(
-    sd_home: Path, workdir: Path, fake_llm, fleet: Fleet
-) -> None:
+def detached_explore(sd_home: Path, workdir: Path, fake_llm) -> list[str]:
+    """A provider on the fake server, the explore script, and the argv of a --detach
+    dispatch of its task."""
     write_provider(sd_home, "fake", fake_llm.openai_base_url)
     fake_llm.set_script(explore_script())
-    argv = [
+    return [
         "dispatch", "--provider", "fake", "--mode", "explore", "--workdir", str(workdir),
         "--task", "what does main return?", "--detach",
     ]  # fmt: skip
+
+
+def test_detach_hands_the_session_over_and_a_worker_runs_it(
+    sd_home: Path, workdir: Path, fake_llm, fleet: Fleet
+) -> None:
+    argv = detached_explore(sd_home, workdir, fake_llm)
     # With no worker yet it waits for one: said on stderr, the started line on stdout.
     res = run_cli(sd_home, *argv, timeout=120)
     assert res.code == 0, res.stderr
@@ -191,6 +197,31 @@ def test_detach_hands_the_session_over_and_a_worker_runs_it(
     wait_for(lambda: catalog.get_session(sid).status == "completed", timeout=60, what="the run")
     assert catalog.get_session(sid).executor == worker.executor_id
     assert catalog.get_session(sid).result == RESULT
+
+
+def test_a_worker_leaves_no_connection_pool_unclosed(
+    sd_home: Path, workdir: Path, fake_llm, fleet: Fleet
+) -> None:
+    """The pools of the engine's loop (where queued sessions run) are closed on that loop
+    before it stops: aiohttp reports none unclosed, whether the worker ends idle (--once)
+    or on SIGTERM."""
+    argv = detached_explore(sd_home, workdir, fake_llm)
+    catalog = open_catalog()
+    first = json.loads(run_cli(sd_home, *argv, timeout=120).stdout)["session_id"]
+    res = run_cli(sd_home, "worker", "--once", "--max-seconds", "60", timeout=120)
+    assert res.code == 0, res.stderr
+    assert catalog.get_session(first).status == "completed"
+    assert "Unclosed" not in res.stderr and "Traceback" not in res.stderr, res.stderr
+    worker = fleet.start("host-a")
+    second = json.loads(run_cli(sd_home, *argv, timeout=120).stdout.splitlines()[0])
+    wait_for(
+        lambda: catalog.get_session(second["session_id"]).status == "completed",
+        timeout=60,
+        what="the run on the worker",
+    )
+    worker.signal(signal.SIGTERM)
+    assert worker.proc.wait(timeout=60) == 0
+    assert "Unclosed" not in worker.output() and "Traceback" not in worker.output()
 
 
 def test_a_hand_over_no_live_worker_takes_runs_here(

@@ -8,9 +8,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from swarmdeck import AgentSpec, Swarm
-from tests.conftest import write_provider
+from tests.conftest import Store, write_provider
 from tests.integration.test_sessions_support import (
     Agent,
     Scripted,
@@ -115,3 +116,32 @@ async def test_missed_cron_ticks_fire_once_not_one_by_one() -> None:
     assert loop.cron["next_at"] == 106.0  # ...and the schedule resumes, no catch-up burst
     timers = [args[1] for name, args in d.steps if name == "timer"]
     assert timers == ["cron:100.0", "cron:101.0"]
+
+
+async def test_a_wait_records_the_clock_in_its_own_steps(
+    store: Store, swarm: Swarm, fake_llm, workdir: Path
+) -> None:
+    """wait(s) journals its start time with the status it sets and reads the clock with
+    each look at the inbox: no engine step of its own for the time (each costs the store
+    two transactions, per session, per wait)."""
+    fake_llm.set_script(
+        Scripted({"napper": Agent([calls(call("wait", seconds=2, reason="nap")), text("up")])})
+    )
+    session = await swarm.start("napper", "fake", workdir=workdir)
+    assert (await session.result(timeout=30)).text == "up"
+    table = "dbos.operation_outputs" if store.is_postgres else "operation_outputs"
+    with swarm.host.catalog.engine.connect() as conn:
+        rows = conn.execute(
+            sa.text(
+                f"SELECT function_name, output FROM {table} "
+                "WHERE workflow_uuid = :wf ORDER BY function_id"
+            ),
+            {"wf": session.id},
+        ).all()
+    names = [r.function_name for r in rows]
+    assert "now" not in names, names
+    # Its start, the inbox looked at (before and after the sleep), the sleep, the status back.
+    assert names[0] == "waiting_at" and names[-2:] == ["status", "record"], names
+    assert names.count("mail_at") == 2 and "DBOS.sleep" in names, names
+    waited = swarm.host.catalog.events(session.id, kinds=["tool_result"])[0]
+    assert waited.payload["content"] == "waited 2 seconds (nap)"

@@ -124,6 +124,10 @@ class LocalDriver:
         """Cancel the session tree; what was done stays in the catalog, resumable."""
         await stop_session(self.host, session_id, why)
 
+    async def close_models(self) -> None:
+        """Close the adapters' connection pools, on the loop the run used them on."""
+        await self.host.services.close_models()
+
     def shutdown(self) -> None:
         """Stop the engine."""
         self.host.shutdown()
@@ -221,6 +225,12 @@ class FleetDriver:
             await self.local.stop(session_id, why)
             return
         await asyncio.to_thread(_cancel_in_catalog, self.settings, session_id, why)
+
+    async def close_models(self) -> None:
+        """Close the connection pools of a session taken back to run here (no other
+        session of this process calls a model)."""
+        if self.local is not None:
+            await self.local.close_models()
 
     def shutdown(self) -> None:
         """Close the connection (and the engine, if the session ran here after all)."""

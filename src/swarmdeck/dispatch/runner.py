@@ -279,6 +279,9 @@ class Runner:
             log.note(f"verdict {verdict.verdict} ({verdict.reason}) · {paths.verdict}")
             return verdict
         finally:
+            # After the verdict: the pools must close on this loop, before it ends, or
+            # aiohttp reports them unclosed on stderr.
+            await driver.close_models()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import random
@@ -160,31 +161,50 @@ def pooled_client_factory(sdk: Any) -> Callable[[], httpx2.AsyncClient]:
     return sdk.DefaultAioHttpClient
 
 
+# How long closing a pool may wait for the loop that owns it.
+POOL_CLOSE_TIMEOUT_S = 5.0
+
+
 class SharedHttpClient:
-    """One keyless HTTP connection pool per event loop, reused by every call of an adapter."""
+    """One keyless HTTP connection pool per event loop, reused by every call of an adapter.
+
+    Pools cannot cross loops, and a process may call from more than one (its own, and the
+    engine's background loop that runs queued workflows): each pool is closed on the loop
+    that opened it, or aiohttp reports it unclosed when the process ends."""
 
     def __init__(
         self, given: httpx2.AsyncClient | None, factory: Callable[[], httpx2.AsyncClient]
     ) -> None:
         self._given = given
         self._factory = factory
-        self._own: httpx2.AsyncClient | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pools: dict[asyncio.AbstractEventLoop, httpx2.AsyncClient] = {}
 
     def get(self) -> httpx2.AsyncClient:
-        """The caller's client, or ours for the running loop (pools cannot cross loops)."""
+        """The caller's client, or ours for the running loop."""
         if self._given is not None:
             return self._given
         loop = asyncio.get_running_loop()
-        if self._own is None or self._loop is not loop or self._own.is_closed:
-            self._own, self._loop = self._factory(), loop
-        return self._own
+        pool = self._pools.get(loop)
+        if pool is None or pool.is_closed:
+            # A loop that ended took its pool's sockets with it.
+            self._pools = {k: v for k, v in self._pools.items() if not k.is_closed()}
+            pool = self._pools[loop] = self._factory()
+        return pool
 
     async def aclose(self) -> None:
-        """Close our own pool; a client the caller gave us is the caller's to close."""
-        if self._own is not None and not self._own.is_closed:
-            await self._own.aclose()
-        self._own = None
+        """Close our own pools, each on its loop; a client the caller gave us is the
+        caller's to close."""
+        here = asyncio.get_running_loop()
+        pools, self._pools = self._pools, {}
+        for loop, pool in pools.items():
+            if pool.is_closed or loop.is_closed():
+                continue
+            if loop is here:
+                await pool.aclose()
+            elif loop.is_running():
+                done = asyncio.run_coroutine_threadsafe(pool.aclose(), loop)
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(asyncio.wrap_future(done), POOL_CLOSE_TIMEOUT_S)
 
 
 def backoff_delay(attempt: int) -> float:

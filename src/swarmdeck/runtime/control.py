@@ -81,18 +81,19 @@ class ControlTools:
 
     async def wait(self, args: Any, _key: str) -> Outcome:
         # The deadline is fixed by the first durable record, so a crash before the engine
-        # recorded its sleep still wakes at the original time, not restart + seconds.
-        started = await self.d.now()
+        # recorded its sleep still wakes at the original time, not restart + seconds. The
+        # steps that record the status and look at the inbox record the clock as well: a
+        # step of its own for the time cost each wait two more engine steps.
+        started = await self.d.step("waiting_at", steps.set_status_at, self.sid, "waiting")
         deadline = started + args.seconds
-        await self.d.step("status", steps.set_status, self.sid, "waiting")
         crash_point("wait.sleeping")
         interrupted = False
         while True:
             # A message (from a person, or a parent) ends the wait: it is answered first.
-            if await self.d.step("mail", tree.mail_pending, self.sid, ["user"]):
+            pending, now = await self.d.step("mail_at", tree.mail_pending_at, self.sid, ["user"])
+            if pending:
                 interrupted = True
                 break
-            now = await self.d.now()
             if now >= deadline:
                 break
             # Always a positive timeout: a replayed wait must take its place in the log.

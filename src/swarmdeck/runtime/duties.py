@@ -11,6 +11,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from swarmdeck.catalog.changes import StoreChanges
+
 if TYPE_CHECKING:
     from swarmdeck.runtime.engine import Engine
 
@@ -91,13 +93,24 @@ class FleetDuties:
         self.engine = engine
         self.catalog = engine.services.catalog
         self.say = say
+        # On SQLite the frequent polls first ask whether anything was written at all.
+        db = self.catalog.engine.url.database
+        on_file = self.catalog.is_sqlite and db and db != ":memory:"
+        self.changes = StoreChanges(db) if on_file else None
         self._inbox_cursor = self.catalog.last_inbox_id()
         self._rung: set[int] = set()
         self._cancel_since = time.time()
 
     async def take_handovers(self) -> None:
         """Sessions handed to the fleet go on its queue (any worker may run them)."""
-        taken = await asyncio.to_thread(self.engine.take_handovers)
+        if self.changes is not None and not self.changes.changed("handovers"):
+            return
+        try:
+            taken = await asyncio.to_thread(self.engine.take_handovers)
+        except Exception:
+            if self.changes is not None:
+                self.changes.forget("handovers")
+            raise
         if taken:
             log.info("took %d handed-over session(s)", len(taken))
 
@@ -119,9 +132,16 @@ class FleetDuties:
 
         The cursor trails the newest message seen: on PostgreSQL ids are handed out before
         commit, so a message may land below one already seen."""
-        newest, rows = await asyncio.to_thread(
-            self.catalog.mail_since, self._inbox_cursor, self.engine.executor_id
-        )
+        if self.changes is not None and not self.changes.changed("mail"):
+            return
+        try:
+            newest, rows = await asyncio.to_thread(
+                self.catalog.mail_since, self._inbox_cursor, self.engine.executor_id
+            )
+        except Exception:
+            if self.changes is not None:
+                self.changes.forget("mail")
+            raise
         fresh = [(mid, sid) for mid, sid in rows if mid not in self._rung]
         self._rung.update(mid for mid, _sid in fresh)
         for sid in sorted({sid for _mid, sid in fresh}):

@@ -99,6 +99,8 @@ class Host:
 
     def shutdown(self) -> None:
         """Stop the engine; unfinished sessions stay resumable."""
+        # Before the engine stops: its loop must still run to close the pools opened on it.
+        self.services.close_models_now()
         if self.engine is not None:
             self.engine.shutdown()
             self.engine = None

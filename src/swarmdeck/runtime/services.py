@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -190,6 +191,17 @@ class Services:
                     await aclose()
                 except Exception:  # closing is best effort: the process is ending anyway
                     continue
+
+    def close_models_now(self) -> None:
+        """close_models() from code outside any event loop, such as a shutdown: the pools
+        of loops still running elsewhere (the engine's) are closed there."""
+        if not self._models:
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            asyncio.run(self.close_models())
+        # Inside a loop nothing can block on it: async callers await close_models().
 
     def provider_for(self, model_ref: str) -> tuple[ProviderConfig, str]:
         """Resolve `provider:model` to its fixed provider config and model name."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -718,6 +719,13 @@ def _record_end(session_id: str, has_parent: bool, ending: Ending) -> str | None
 def set_status(session_id: str, status: str) -> None:
     """Record a status change (waiting, idle, input_required...)."""
     services().catalog.set_status(session_id, status)
+
+
+def set_status_at(session_id: str, status: str) -> float:
+    """set_status, returning the wall-clock time just before it (journaled with it)."""
+    now = time.time()
+    set_status(session_id, status)
+    return now
 
 
 def last_model_text(session_id: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 from typing import Any
 
 from swarmdeck.catalog.catalog import Catalog
@@ -240,6 +241,11 @@ def drain_inbox(
 def mail_pending(session_id: str, kinds: list[str]) -> bool:
     """True when messages of these kinds wait in the session's inbox (a read)."""
     return services().catalog.pending_count(session_id, kinds) > 0
+
+
+def mail_pending_at(session_id: str, kinds: list[str]) -> tuple[bool, float]:
+    """mail_pending, and the wall-clock time after it looked (journaled with it)."""
+    return mail_pending(session_id, kinds), time.time()
 
 
 def model_resting(session_id: str) -> bool:

@@ -71,6 +71,7 @@ class FakeLLM:
         self._max_concurrent = 0
         self._request_ids = itertools.count(1)
         self._connections: set[socket.socket] = set()
+        self._connections_opened = 0
         self._stopping = threading.Event()
         self._server: Server | None = None
         self._thread: threading.Thread | None = None
@@ -178,6 +179,13 @@ class FakeLLM:
             return self._max_concurrent
 
     @property
+    def connections_opened(self) -> int:
+        """TCP connections clients opened since start or reset_stats() (keep-alive reuses one
+        for many requests)."""
+        with self._lock:
+            return self._connections_opened
+
+    @property
     def in_flight(self) -> int:
         """Requests being served now (a reply the client has read may not have ended yet)."""
         with self._lock:
@@ -189,6 +197,7 @@ class FakeLLM:
         with self._lock:
             self._requests.clear()
             self._max_concurrent = self._in_flight
+            self._connections_opened = 0
         self.cache.clear()
 
     def window(self) -> tuple[int | None, OverflowStyle]:
@@ -243,6 +252,7 @@ class FakeLLM:
     def _track(self, conn: socket.socket) -> None:
         with self._lock:
             self._connections.add(conn)
+            self._connections_opened += 1
 
     def _untrack(self, conn: socket.socket) -> None:
         with self._lock:
@@ -275,3 +285,9 @@ def run_fake_llm(port: int, script_path: Path, host: str = "127.0.0.1") -> None:
         server.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        print(
+            f"fake LLM served {len(server.requests)} requests "
+            f"over {server.connections_opened} connections",
+            file=sys.stderr,
+            flush=True,
+        )
