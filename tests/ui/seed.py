@@ -18,6 +18,9 @@ from swarmdeck.models.types import Usage
 # Every seeded time is this far before the clock the test pins (see `NOW`).
 NOW = 1_700_000_000.0
 DEAD_WORKER = "host-a-4242-dead00"
+# Shown in the inspector: the same in every run.
+WORKDIR = "/srv/release"
+REPORT = "# Review\n\ndiv(a, b) does not check b.\nAdd a test for div(1, 0).\n"
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,7 @@ def _session(
         session_id=sid,
         model="fake:scripted",
         mode="agent",
-        workdir=str(tmp),
+        workdir=WORKDIR,
         run_dir=str(tmp / "runs" / sid),
         task=task,
         title=title,
@@ -140,6 +143,12 @@ def seed_fleet(catalog: Catalog, tmp: Path) -> Seeded:
         tmp=tmp,
     )
     _turn(catalog, s.reviewer, 1, "div(a, b) does not check b.", [])
+    report = tmp / "review-report.md"
+    report.write_text(REPORT)
+    catalog.put_artifact(s.coordinator, "review-report.md", str(report), len(REPORT), "0" * 64)
+    catalog.update_session(
+        s.reviewer, result={"summary": "div is unchecked"}, final_text="div(a, b) does not check b."
+    )
     set_times(catalog, s.reviewer, "completed", t + 10)
     _session(
         catalog,

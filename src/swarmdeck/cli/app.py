@@ -39,6 +39,7 @@ COMMAND_MODULES = {
     "skills": "skills",
     "status": "status",
     "system": "system",
+    "tui": "tui",
     "usage": "usage",
     "worker": "worker",
     "workers": "workers",

@@ -19,7 +19,7 @@ from swarmdeck.cli.app import app
 from swarmdeck.config import load_settings
 from swarmdeck.errors import UsageError
 from swarmdeck.ui.progress import ProgressPrinter
-from swarmdeck.views.fleet import ORPHANED, SessionRow
+from swarmdeck.views.fleet import ORPHANED, SessionRow, age, worker_label
 
 if TYPE_CHECKING:
     from swarmdeck.catalog.catalog import Catalog
@@ -154,20 +154,6 @@ def _columns_that_fit(cells: dict[str, list[str]], width: int) -> list[str]:
             break
         shown.remove(col)
     return shown
-
-
-def age(seconds: float) -> str:
-    """A duration as a person reads an age: 42s, 5m, 3h, 2d."""
-    seconds = max(0.0, seconds)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size:.0f}{unit}"
-    return f"{seconds:.0f}s"
-
-
-def worker_label(executor: str | None) -> str:
-    """An executor id without its random tail (`host-pid`), for a narrow column."""
-    return executor.rsplit("-", 1)[0] if executor else ""
 
 
 @sessions_app.command("show")

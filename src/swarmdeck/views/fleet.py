@@ -25,6 +25,20 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def age(seconds: float) -> str:
+    """A duration as a person reads an age: 42s, 5m, 3h, 2d."""
+    seconds = max(0.0, seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size:.0f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+def worker_label(executor: str | None) -> str:
+    """An executor id without its random tail (`host-pid`), for a narrow column."""
+    return executor.rsplit("-", 1)[0] if executor else ""
+
+
 @dataclass
 class SessionRow:
     """One session as a watcher sees it."""
