@@ -14,6 +14,10 @@ from swarmdeck.catalog.catalog import Catalog
 from swarmdeck.catalog.records import SessionRecord, UsageTotals
 
 _sessions, _events, _usage = schema.sessions, schema.events, schema.usage
+# What a watcher's list needs: not the long texts (system prompt, result, final text).
+_UNLISTED = ("system_message", "tool_names", "result", "final_text")
+_LISTED = sa.select(*(c for c in _sessions.c if c.name not in _UNLISTED))
+_NOT_READ = dict.fromkeys(_UNLISTED)
 
 # Two statements a watcher runs every second: built once (see statements.py).
 _LAST_EVENT_ID = sa.select(sa.func.coalesce(sa.func.max(_events.c.id), 0))
@@ -65,12 +69,15 @@ class Overview:
             return [r[0] for r in conn.execute(sa.select(_sessions.c.id))]
 
     def sessions(self, ids: Iterable[str] | None = None) -> list[SessionRecord]:
-        """Every session (or these), in no particular order."""
-        q = sa.select(_sessions)
+        """Every session (or these), in no particular order, without their long texts
+        (system_message, tool_names, result and final_text read as None)."""
+        q = _LISTED
         if ids is not None:
             q = q.where(_sessions.c.id.in_(list(ids)))
         with self._reads.connect() as conn:
-            return [SessionRecord.from_row(r) for r in conn.execute(q)]
+            return [
+                SessionRecord.from_mapping({**m, **_NOT_READ}) for m in conn.execute(q).mappings()
+            ]
 
     def touched_since(self, event_id: int, updated: float) -> set[str]:
         """Sessions with a transcript entry after `event_id`, or updated after `updated`."""

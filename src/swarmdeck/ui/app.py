@@ -4,6 +4,7 @@ the store is followed by its event cursor once a second."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -14,6 +15,7 @@ from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.css.query import NoMatches
 from textual.widgets import Footer, Input, Static
 
 from swarmdeck.catalog.catalog import Catalog
@@ -29,7 +31,21 @@ from swarmdeck.views.follow import SessionFollower
 from swarmdeck.views.transcript import Transcript
 from swarmdeck.views.tree import TreeFilter, TreeLine, tree_lines
 
+
 # Twice a second: a change made elsewhere shows within a second.
+def while_shown(method: Callable[..., None]) -> Callable[..., None]:
+    """A result a thread hands back after the screen went away (on quit) is dropped."""
+
+    @functools.wraps(method)
+    def guarded(self: DeckApp, *args: object) -> None:
+        try:
+            method(self, *args)
+        except NoMatches:  # its widgets are gone: the app is closing
+            return
+
+    return guarded
+
+
 POLL_SECONDS = 0.5
 # The order `f` steps through; the statuses that want a person come first.
 FILTER_ORDER = (
@@ -202,6 +218,7 @@ class DeckApp(App[None]):
 
     # -- showing (UI thread) -----------------------------------------------------------
 
+    @while_shown
     def show_fleet(self, fleet: Fleet, lines: list[TreeLine]) -> None:
         """Put a fleet on screen."""
         self.fleet = fleet
@@ -210,6 +227,7 @@ class DeckApp(App[None]):
         if self.loaded_at is None:
             self.loaded_at = time.monotonic()
 
+    @while_shown
     def apply_refresh(
         self,
         fleet: Fleet,
@@ -230,6 +248,7 @@ class DeckApp(App[None]):
                 self.show_detail(detail)
         self.update_bar()
 
+    @while_shown
     def show_followed(self, followed: Followed) -> None:
         """Show a freshly selected session (unless the cursor has moved on)."""
         if self.session_list.selected_id != followed.session_id:

@@ -14,7 +14,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from swarmdeck.ui.badges import badge
-from swarmdeck.views.fleet import age, worker_label
+from swarmdeck.views.fleet import SessionRow, age, worker_label
 from swarmdeck.views.tree import TreeLine
 
 # Fixed columns after the title (the title takes what is left), and the order they give
@@ -36,6 +36,9 @@ def visible_columns(width: int) -> list[tuple[str, int]]:
 
 
 CURSOR = Style(bgcolor="grey27", bold=True)
+UNFOCUSED = Style(bgcolor="grey19")
+# Drawn lines kept (a few screens' worth at every width seen).
+DRAWN_CACHE = 2000
 HEADING = Style(color="bright_white", bold=True, underline=True)
 
 
@@ -97,6 +100,8 @@ class SessionList(ScrollView, can_focus=True):
         self.clock = clock
         self.lines: list[TreeLine] = []
         self.cursor = 0
+        # Drawn lines by what they show: a second's redraw of unchanged lines costs a lookup.
+        self._drawn: dict[tuple[object, ...], tuple[SessionRow | None, Strip]] = {}
 
     # -- what is shown -----------------------------------------------------------------
 
@@ -191,21 +196,50 @@ class SessionList(ScrollView, can_focus=True):
     # -- drawing -----------------------------------------------------------------------
 
     def render_line(self, y: int) -> Strip:
-        """One line on screen: only what is visible is ever drawn."""
+        """One line on screen: only what is visible is ever drawn, and a line whose
+        content did not change since it was last drawn is not drawn again."""
         width = self.size.width
         index = int(self.scroll_y) + y
         if index >= len(self.lines):
             return Strip.blank(width, self.rich_style)
-        text = self.line_text(self.lines[index], width)
+        line = self.lines[index]
+        now = self.clock()
+        row = line.row
+        timing = (
+            (
+                age(now - row.created_at),
+                None if row.wake_at is None else int(row.seconds_left(now) or 0),
+            )
+            if row
+            else None
+        )
+        mark = (CURSOR if self.has_focus else UNFOCUSED) if index == self.cursor else None
+        # A row changes by being replaced: its identity (checked, not only its id) says
+        # whether its content is the same.
+        key = (
+            id(row),
+            line.depth,
+            line.children,
+            line.expanded,
+            line.matched,
+            line.count,
+            line.group,
+            timing,
+            width,
+            mark,
+        )
+        cached = self._drawn.get(key)
+        if cached is not None and cached[0] is row:
+            return cached[1]
+        if len(self._drawn) > DRAWN_CACHE:
+            self._drawn.clear()
+        text = self.line_text(line, width)
         strip = Strip(list(text.render(self.app.console, end=""))).crop_extend(
             0, width, self.rich_style
         )
-        if index == self.cursor:
-            strip = (
-                strip.apply_style(CURSOR)
-                if self.has_focus
-                else strip.apply_style(Style(bgcolor="grey19"))
-            )
+        if mark is not None:
+            strip = strip.apply_style(mark)
+        self._drawn[key] = (row, strip)
         return strip
 
     def line_text(self, line: TreeLine, width: int) -> Text:

@@ -3,6 +3,7 @@ store once, each refresh only what the event cursor and `updated_at` say changed
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
@@ -267,7 +268,7 @@ class FleetView:
         for sid, row in rows.items():
             prefix = prefixes[sid] if prefixes else fleet.rows[sid].prefix
             if row.prefix != prefix:
-                row.prefix = prefix
+                rows[sid] = dataclasses.replace(row, prefix=prefix)
                 changed.add(sid)
         return Fleet(rows, workers, alive, marks, time.time()), changed
 
