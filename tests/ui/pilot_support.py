@@ -62,9 +62,24 @@ def screen_text(app: DeckApp) -> str:
     )
 
 
-def assert_snapshot(app: DeckApp, name: str) -> None:
-    """The screen as SVG equals the committed snapshot `name`.svg."""
+async def settled(pilot: Pilot, timeout: float = 5) -> str:
+    """The screen as SVG once it stops changing (layout and scrollbars land a moment after
+    the content, later on a loaded machine)."""
+    app = pilot.app
+    deadline = time.monotonic() + timeout
     svg = app.export_screenshot(title="swarmdeck")
+    while time.monotonic() < deadline:
+        await pilot.pause(0.2)
+        again = app.export_screenshot(title="swarmdeck")
+        if again == svg:
+            return svg
+        svg = again
+    return svg
+
+
+async def assert_snapshot(pilot: Pilot, name: str) -> None:
+    """The screen as SVG equals the committed snapshot `name`.svg."""
+    svg = await settled(pilot)
     path = SNAPSHOTS / f"{name}.svg"
     if os.environ.get(UPDATE_ENV) == "1":
         SNAPSHOTS.mkdir(exist_ok=True)

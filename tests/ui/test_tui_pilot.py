@@ -48,7 +48,7 @@ async def test_tree_badges_transcript_and_inspector(store: Store, tmp_path: Path
         text = screen_text(app)
         assert s.waiter in text and "wait(seconds=60" in text and "Poll the build" in text
         if store.name == "sqlite":
-            assert_snapshot(app, "tree")
+            await assert_snapshot(pilot, "tree")
         # Unfold the coordinator and open its transcript.
         assert app.session_list.select(s.coordinator)
         await pilot.press("right")
@@ -70,7 +70,7 @@ async def test_tree_badges_transcript_and_inspector(store: Store, tmp_path: Path
         await pilot.pause(0.1)
         assert "arguments:" in screen_text(app)
         if store.name == "sqlite":
-            assert_snapshot(app, "coordinator")
+            await assert_snapshot(pilot, "coordinator")
 
 
 def _style_at(text: Text, word: str) -> str:
@@ -96,7 +96,7 @@ async def test_filter_search_and_needs_me(store: Store, tmp_path: Path) -> None:
         await until(pilot, "the asker", lambda: _followed(app) == s.asker)
         assert s.question in screen_text(app)
         if store.name == "sqlite":
-            assert_snapshot(app, "needs-me")
+            await assert_snapshot(pilot, "needs-me")
         await pilot.press("n", "slash", *"test")
         # A match deep in a tree shows with its ancestors above it, unfolded.
         rows = [ln.row.id for ln in app.session_list.lines if ln.row]
@@ -138,7 +138,7 @@ async def test_jumps_copy_and_artifacts(store: Store, tmp_path: Path) -> None:
             # The artifact's path is the test's own: hide it from the snapshot.
             app.screen.query_one("#text").update(REPORT)
             await pilot.pause(0.05)
-            assert_snapshot(app, "artifact")
+            await assert_snapshot(pilot, "artifact")
         await pilot.press("escape")
         assert not isinstance(app.screen, ArtifactDialog)
         await pilot.press("p")  # a root has no parent: said, nothing moves

@@ -85,8 +85,7 @@ class DeckApp(App[None]):
     #left { width: 3fr; min-width: 60; }
     #right { width: 2fr; border-left: solid $primary; }
     #columns { height: 1; color: $text-muted; }
-    #search { display: none; dock: bottom; }
-    #search.shown { display: block; }
+    #search { dock: bottom; height: 1; border: none; padding: 0 1; }
     #inspect { height: 1fr; border-bottom: solid $primary; }
     #transcript { height: 1fr; }
     """
@@ -138,7 +137,7 @@ class DeckApp(App[None]):
             with Vertical(id="left"):
                 yield Static(id="columns")
                 yield SessionList(self.clock, id="sessions")
-                yield Input(placeholder="search: id, title, task, model, worker", id="search")
+                yield Input(placeholder="/ searches: id, title, task, model, worker", id="search")
             with Vertical(id="right"):
                 with VerticalScroll(id="inspect"):
                     yield Inspector("select a session", id="inspector")
@@ -322,8 +321,7 @@ class DeckApp(App[None]):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         """Enter in the search keeps the filter and goes back to the list."""
         if event.input.id == "search":
-            event.input.remove_class("shown")
-            self.session_list.focus()
+            self.screen.set_focus(self.session_list)
 
     # -- actions -----------------------------------------------------------------------
 
@@ -335,9 +333,8 @@ class DeckApp(App[None]):
 
     def action_search(self) -> None:
         """Open the search line."""
-        box = self.query_one("#search", Input)
-        box.add_class("shown")
-        box.focus()
+        # At once, not on the next refresh: the keys typed after `/` are the search's.
+        self.screen.set_focus(self.query_one("#search", Input))
 
     def action_filter_status(self) -> None:
         """Step the status filter to the next status (then back to all)."""
@@ -353,11 +350,9 @@ class DeckApp(App[None]):
 
     def action_clear_filter(self) -> None:
         """Show everything again."""
-        box = self.query_one("#search", Input)
-        box.value = ""
-        box.remove_class("shown")
+        self.query_one("#search", Input).value = ""
         self.filter = TreeFilter()
-        self.session_list.focus()
+        self.screen.set_focus(self.session_list)
         self.relayout()
 
     def action_switch_pane(self) -> None:
