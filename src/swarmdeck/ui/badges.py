@@ -37,8 +37,10 @@ BADGE_MARK = {
 def badge(row: SessionRow, now: float) -> Text:
     """The row's status as a badge of fixed width (with the seconds a timer has left)."""
     left = row.seconds_left(now)
+    # Waiting for you comes first, with or without a worker to run it now.
+    shown = "input_required" if row.needs_me else row.status
     word = "needs you" if row.needs_me else row.status
-    label = f"{BADGE_MARK.get(row.status, ' ')} {word}"
+    label = f"{BADGE_MARK.get(shown, ' ')} {word}"
     if left is not None:
         label += f" {left:.0f}s"
-    return Text(label[:BADGE_WIDTH].ljust(BADGE_WIDTH), style=BADGE_STYLE.get(row.status, ""))
+    return Text(label[:BADGE_WIDTH].ljust(BADGE_WIDTH), style=BADGE_STYLE.get(shown, ""))

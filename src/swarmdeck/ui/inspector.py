@@ -59,7 +59,12 @@ def inspector_body(d: SessionDetail, now: float) -> RenderableType:
     if row.question is not None:
         ask = Text("asks you: ", style="bold white on magenta")
         ask.append(row.question, style="bold")
-        parts += [Text(), ask, Text("press a to answer", style="magenta")]
+        hint = "press a to answer"
+        if row.status == "orphaned":
+            hint += (
+                " · no worker runs it now: it reads the answer when one does (`swarmdeck worker`)"
+            )
+        parts += [Text(), ask, Text(hint, style="magenta")]
     if rec.error:
         parts += [Text(), Text(f"error: {rec.error}", style="bold red")]
     if rec.result is not None:

@@ -75,8 +75,9 @@ class SessionRow:
 
     @property
     def needs_me(self) -> bool:
-        """True while the session waits for a person's answer."""
-        return self.status == NEEDS_ME
+        """True while the session waits for a person's answer, even with no worker to run
+        it now (orphaned): the answer waits in its inbox until one does."""
+        return self.stored_status == NEEDS_ME
 
     @property
     def tokens(self) -> int:
