@@ -19,11 +19,13 @@ _UNLISTED = ("system_message", "tool_names", "result", "final_text")
 _LISTED = sa.select(*(c for c in _sessions.c if c.name not in _UNLISTED))
 _NOT_READ = dict.fromkeys(_UNLISTED)
 
-# Two statements a watcher runs every second: built once (see statements.py).
-_LAST_EVENT_ID = sa.select(sa.func.coalesce(sa.func.max(_events.c.id), 0))
-_SESSION_MARKS = sa.select(
-    sa.func.coalesce(sa.func.max(_sessions.c.updated_at), 0.0), sa.func.count()
-).select_from(_sessions)
+# The statement a watcher runs twice a second, built once (see statements.py): one round
+# trip for the newest event id, the latest session update and the number of sessions.
+_MARKS = sa.select(
+    sa.select(sa.func.coalesce(sa.func.max(_events.c.id), 0)).scalar_subquery(),
+    sa.select(sa.func.coalesce(sa.func.max(_sessions.c.updated_at), 0.0)).scalar_subquery(),
+    sa.select(sa.func.count()).select_from(_sessions).scalar_subquery(),
+)
 _USAGE_SUMS = sa.select(
     _usage.c.session_id,
     sa.func.count().label("turns"),
@@ -57,10 +59,9 @@ class Overview:
         )
 
     def marks(self) -> StoreMarks:
-        """The store's marks now (two cheap statements)."""
+        """The store's marks now (one cheap statement)."""
         with self._reads.connect() as conn:
-            last_id = conn.execute(_LAST_EVENT_ID).scalar_one()
-            last_update, count = conn.execute(_SESSION_MARKS).one()
+            last_id, last_update, count = conn.execute(_MARKS).one()
         return StoreMarks(int(last_id), float(last_update), int(count))
 
     def all_ids(self) -> list[str]:

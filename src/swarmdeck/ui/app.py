@@ -160,6 +160,7 @@ class DeckApp(App[None]):
         self.load_fleet()
         self.set_interval(self.poll_seconds, self.poll)
 
+    @while_shown
     def on_session_list_resized(self, message: SessionList.Resized) -> None:
         """Column names follow the list's width."""
         self.query_one("#columns", Static).update(header_text(message.width))
@@ -174,14 +175,16 @@ class DeckApp(App[None]):
         self.call_from_thread(self.show_fleet, fleet, lines)
 
     def poll(self) -> None:
-        """Once a second: redraw the ages and timers, and look for changes in the store."""
-        self.session_list.refresh()
+        """Twice a second: redraw the ages and timers that moved, and look for changes in
+        the store (off this thread)."""
+        self.session_list.redraw_if_stale()
         if self.fleet is None or self._refreshing:
             return
         self._refreshing = True
         self.refresh_fleet(self.fleet, self.followed)
 
-    @work(thread=True, group="refresh")
+    # A description of its own: the default one is the repr of its arguments, a whole fleet.
+    @work(thread=True, group="refresh", description="refresh the fleet")
     def refresh_fleet(self, fleet: Fleet, followed: Followed | None) -> None:
         """What changed since the last look: the fleet's rows, the selected transcript."""
         try:
@@ -189,11 +192,10 @@ class DeckApp(App[None]):
             lines = tree_lines(fleet, set(self.expanded), self.filter) if changed else None
             entries = None
             detail = None
-            if followed is not None:
-                events = followed.follower.poll()
-                entries = followed.transcript.add(events)
-                if events or followed.session_id in changed:
-                    detail = self._detail(followed)
+            # The event cursor moved for it, or its row changed: nothing else to read.
+            if followed is not None and followed.session_id in changed:
+                entries = followed.transcript.add(followed.follower.poll())
+                detail = self._detail(followed)
             self.call_from_thread(self.apply_refresh, fleet, lines, followed, entries, detail)
         finally:
             self._refreshing = False
@@ -245,7 +247,8 @@ class DeckApp(App[None]):
             if detail is not None:
                 followed.detail = detail
                 self.show_detail(detail)
-        self.update_bar()
+        if lines is not None:
+            self.update_bar()
 
     @while_shown
     def show_followed(self, followed: Followed) -> None:

@@ -195,28 +195,17 @@ class SessionList(ScrollView, can_focus=True):
 
     # -- drawing -----------------------------------------------------------------------
 
-    def render_line(self, y: int) -> Strip:
-        """One line on screen: only what is visible is ever drawn, and a line whose
-        content did not change since it was last drawn is not drawn again."""
-        width = self.size.width
-        index = int(self.scroll_y) + y
-        if index >= len(self.lines):
-            return Strip.blank(width, self.rich_style)
-        line = self.lines[index]
-        now = self.clock()
+    def _key(self, index: int, width: int) -> tuple[object, ...]:
+        """What line `index` shows, as a key: its row (by identity), its place in the tree,
+        its age and timer as drawn, the width, and whether the cursor is on it."""
+        line, now = self.lines[index], self.clock()
         row = line.row
-        timing = (
-            (
-                age(now - row.created_at),
-                None if row.wake_at is None else int(row.seconds_left(now) or 0),
-            )
-            if row
-            else None
-        )
+        timing = None
+        if row is not None:
+            left = row.seconds_left(now)
+            timing = (age(now - row.created_at), None if left is None else int(left))
         mark = (CURSOR if self.has_focus else UNFOCUSED) if index == self.cursor else None
-        # A row changes by being replaced: its identity (checked, not only its id) says
-        # whether its content is the same.
-        key = (
+        return (
             id(row),
             line.depth,
             line.children,
@@ -228,6 +217,25 @@ class SessionList(ScrollView, can_focus=True):
             width,
             mark,
         )
+
+    def redraw_if_stale(self) -> None:
+        """Redraw when a visible line would look different now (an age or a timer moved)."""
+        top, width = int(self.scroll_y), self.size.width
+        for index in range(top, min(len(self.lines), top + self.size.height)):
+            cached = self._drawn.get(self._key(index, width))
+            if cached is None or cached[0] is not self.lines[index].row:
+                self.refresh()
+                return
+
+    def render_line(self, y: int) -> Strip:
+        """One line on screen: only what is visible is ever drawn, and a line whose
+        content did not change since it was last drawn is not drawn again."""
+        width = self.size.width
+        index = int(self.scroll_y) + y
+        if index >= len(self.lines):
+            return Strip.blank(width, self.rich_style)
+        line, key = self.lines[index], self._key(index, width)
+        row, mark = line.row, key[-1]
         cached = self._drawn.get(key)
         if cached is not None and cached[0] is row:
             return cached[1]
@@ -237,7 +245,7 @@ class SessionList(ScrollView, can_focus=True):
         strip = Strip(list(text.render(self.app.console, end=""))).crop_extend(
             0, width, self.rich_style
         )
-        if mark is not None:
+        if isinstance(mark, Style):
             strip = strip.apply_style(mark)
         self._drawn[key] = (row, strip)
         return strip
