@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -45,28 +46,27 @@ class SessionActions:
 
     def send(self, session_id: str, text: str) -> ActionResult:
         """Deliver a message (kept until a worker runs the session if none does now)."""
-        if not text.strip():
-            return ActionResult(False, "the message is empty; nothing was sent")
-        try:
-            self.host.send(session_id, text)
-        except UsageError as exc:
-            return ActionResult(False, exc.one_line())
-        return ActionResult(True, f"sent to {session_id}")
+        return self._deliver(session_id, text, "message", self.host.send)
 
     def answer(self, session_id: str, text: str) -> ActionResult:
         """Answer the session's ask_user question."""
+        return self._deliver(session_id, text, "answer", self.host.answer)
+
+    def _deliver(
+        self, session_id: str, text: str, what: str, post: Callable[[str, str], bool]
+    ) -> ActionResult:
         if not text.strip():
-            return ActionResult(False, "the answer is empty; nothing was sent")
+            return ActionResult(False, f"the {what} is empty; nothing was sent")
         try:
-            self.host.answer(session_id, text)
+            post(session_id, text)
         except UsageError as exc:
             return ActionResult(False, exc.one_line())
         note = (
             ""
             if self._served(session_id)
-            else " (no worker runs it now: it reads the answer when one does)"
+            else " (no worker runs it now: it reads it when one does)"
         )
-        return ActionResult(True, f"answered {session_id}{note}")
+        return ActionResult(True, f"{what} delivered to {session_id}{note}")
 
     def _served(self, session_id: str) -> bool:
         record = self.host.catalog.get_session(session_id)
