@@ -172,7 +172,6 @@ def show(
     if as_json:
         doc = {
             **d.row.summary(),
-            "workdir": s.workdir,
             "result": s.result,
             "final_text": s.final_text,
             "error": s.error,

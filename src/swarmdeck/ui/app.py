@@ -201,15 +201,27 @@ class DeckApp(App[None]):
             self._refreshing = False
 
     def _detail(self, followed: Followed) -> SessionDetail:
-        detail = session_detail(self.catalog, self.registry, followed.session_id, with_events=False)
+        detail = session_detail(
+            self.catalog,
+            self.registry,
+            followed.session_id,
+            with_events=False,
+            prefix=self._prefix(followed.session_id),
+        )
         if followed.detail is not None and detail.context is None:
             detail.context = followed.detail.context
         return detail
 
+    def _prefix(self, session_id: str) -> str | None:
+        row = self.fleet.rows.get(session_id) if self.fleet else None
+        return row.prefix if row else None
+
     @work(thread=True, exclusive=True, group="select")
     def follow_session(self, session_id: str) -> None:
         """Read the selected session whole: its detail and transcript."""
-        detail = session_detail(self.catalog, self.registry, session_id)
+        detail = session_detail(
+            self.catalog, self.registry, session_id, prefix=self._prefix(session_id)
+        )
         cursor = max((e.id for e in detail.events), default=0)
         followed = Followed(session_id, SessionFollower(self.catalog, session_id, cursor))
         followed.transcript.add(detail.events)

@@ -124,17 +124,23 @@ def worker_view(registry: WorkerRegistry, executor: str | None) -> WorkerView | 
 
 
 def session_detail(
-    catalog: Catalog, registry: WorkerRegistry, session_id: str, *, with_events: bool = True
+    catalog: Catalog,
+    registry: WorkerRegistry,
+    session_id: str,
+    *,
+    with_events: bool = True,
+    prefix: str | None = None,
 ) -> SessionDetail:
-    """One session read now (its id resolved already)."""
+    """One session read now (its id resolved already); its shortest unique prefix is
+    worked out from every id unless the caller knows it."""
     record = catalog.get_session(session_id)
     events = catalog.events(session_id) if with_events else []
     last_turn = next((e for e in reversed(events) if e.kind == "assistant"), None)
     if not with_events and record.status in ("waiting", "input_required"):
         last_turn = catalog.last_event(session_id, ["assistant"])
     usage = catalog.usage_totals([session_id])
-    overview = Overview(catalog)
-    prefix = shortest_prefixes(overview.all_ids()).get(session_id, session_id)
+    if prefix is None:
+        prefix = shortest_prefixes(Overview(catalog).all_ids()).get(session_id, session_id)
     orphaned = session_id in registry.orphaned([record])
     row = build_row(record, prefix, usage, orphaned, last_turn)
     artifacts = [

@@ -56,6 +56,7 @@ class SessionRow:
     agent: str | None
     model: str
     mode: str
+    workdir: str
     system: bool
     worker: str | None
     created_at: float
@@ -101,6 +102,7 @@ class SessionRow:
             "agent": self.agent,
             "model": self.model,
             "mode": self.mode,
+            "workdir": self.workdir,
             "system": self.system,
             "worker": self.worker,
             "turns": self.turns,
@@ -149,6 +151,7 @@ def build_row(
         agent=record.agent,
         model=record.model,
         mode=record.mode,
+        workdir=record.workdir,
         system=record.system,
         worker=record.executor,
         created_at=record.created_at,
