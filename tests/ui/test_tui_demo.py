@@ -22,7 +22,7 @@ async def test_after_the_demo_the_tui_shows_its_tree_and_answers_its_question(
     async with app.run_test(size=SIZE) as pilot:
         await loaded(pilot)
         footer = screen_text(app).splitlines()[-1]
-        for key in ("fold", "search", "needs me", "answer", "artifact", "cancel", "quit"):
+        for key in ("move", "fold", "search", "needs me", "answer", "open", "copy", "pane", "quit"):
             assert key in footer, key
         lines = list_lines(app)
         demo = next(

@@ -141,5 +141,9 @@ async def test_jumps_copy_and_artifacts(store: Store, tmp_path: Path) -> None:
             await assert_snapshot(pilot, "artifact")
         await pilot.press("escape")
         assert not isinstance(app.screen, ArtifactDialog)
+        await pilot.press("tab")  # to the transcript, and back
+        assert app.transcript.has_focus
+        await pilot.press("tab")
+        assert app.session_list.has_focus
         await pilot.press("p")  # a root has no parent: said, nothing moves
         assert app.session_list.selected_id == s.coordinator

@@ -153,11 +153,18 @@ def test_answer_and_send_from_the_tui_reach_a_real_worker(
         term.keys("Enter")
         wait_for(status_is(catalog, asker, "completed"), timeout=60, what="the answer to land")
         term.keys("n")  # every session again
-        term.wait_for("✓ completed", "releasing from main", timeout=30)
+        term.wait_for("✓ completed", timeout=30)
+        term.type("/")
+        wait_for(lambda: "s send" not in term.screen(), timeout=10, what="the search line")
+        term.type("release")
+        term.keys("Enter")
+        term.wait_for("releasing from main", "s send", timeout=30)  # back on the tree
         # Send the idle chat a message from the TUI: the worker wakes it.
         term.type("/")
         # Focused on the search line, the footer keeps only the keys that still apply.
         wait_for(lambda: "s send" not in term.screen(), timeout=10, what="the search line")
+        term.keys("C-u")  # the search line's text, gone
+        term.wait_for("filter: all")
         term.type("chat")
         term.keys("Enter")
         term.wait_for("chat with me")

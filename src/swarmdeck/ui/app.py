@@ -98,11 +98,12 @@ class DeckApp(App[None]):
         Binding("a", "answer", "answer"),
         Binding("c", "cancel", "cancel"),
         Binding("r", "resume", "resume"),
-        Binding("o", "open_artifact", "artifact"),
-        Binding("y", "copy_id", "copy id"),
+        Binding("o", "open_artifact", "open"),
+        Binding("y", "copy_id", "copy"),
         Binding("p", "parent", "parent"),
         Binding("i", "child", "child"),
-        Binding("tab", "switch_pane", "pane"),
+        # Before the screen's own tab (focus next), so the footer shows it.
+        Binding("tab", "switch_pane", "pane", priority=True),
         Binding("q", "quit", "quit"),
     ]
 
@@ -127,6 +128,7 @@ class DeckApp(App[None]):
         self.filter = TreeFilter()
         self.followed: Followed | None = None
         self.loaded_at: float | None = None  # when the first fleet was on screen
+        self.load_cpu_s: float | None = None  # CPU seconds its first read took
         self._refreshing = False
 
     # -- layout ------------------------------------------------------------------------
@@ -170,8 +172,10 @@ class DeckApp(App[None]):
     @work(thread=True, group="fleet")
     def load_fleet(self) -> None:
         """The first read of the whole fleet."""
+        started = time.thread_time()
         fleet = self.view.load()
         lines = tree_lines(fleet, set(self.expanded), self.filter)
+        self.load_cpu_s = time.thread_time() - started
         self.call_from_thread(self.show_fleet, fleet, lines)
 
     def poll(self) -> None:
@@ -371,8 +375,10 @@ class DeckApp(App[None]):
         self.relayout()
 
     def action_switch_pane(self) -> None:
-        """Move between the tree and the transcript."""
-        if self.session_list.has_focus:
+        """Move between the tree and the transcript (in a dialog: to its next field)."""
+        if len(self.screen_stack) > 1:
+            self.screen.focus_next()
+        elif self.session_list.has_focus:
             self.transcript.focus()
         else:
             self.session_list.focus()

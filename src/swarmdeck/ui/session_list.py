@@ -62,7 +62,7 @@ class SessionList(ScrollView, can_focus=True):
     SessionList:focus { background-tint: $foreground 3%; }
     """
     BINDINGS = [
-        Binding("up,k", "move(-1)", "up", show=False),
+        Binding("up,k", "move(-1)", "move", key_display="↑↓"),
         Binding("down,j", "move(1)", "down", show=False),
         Binding("pageup", "page(-1)", show=False),
         Binding("pagedown", "page(1)", show=False),
