@@ -265,7 +265,8 @@ class SessionList(ScrollView, can_focus=True):
         room = max(6, width - fixed - text.cell_len)
         title = Text()
         if row.swarm:
-            title.append(f"[swarm {row.swarm}] ", style="bold blue")
+            name = "" if row.swarm == "swarm" else f" {row.swarm}"
+            title.append(f"[swarm{name}] ", style="bold blue")
         title.append(row.title, style="" if line.matched else "dim")
         if line.children and not line.expanded:
             title.append(f" (+{line.children})", style="dim")

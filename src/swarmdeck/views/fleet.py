@@ -129,6 +129,17 @@ def _pending_call(last: EventRecord | None, name: str) -> dict[str, object] | No
     return None
 
 
+def swarm_badge(record: SessionRecord) -> str | None:
+    """What marks a swarm's coordinator (issue 13: mode `swarm`, its spec in
+    options["swarm"]): its team's name, or "swarm"; None for any other session."""
+    spec = record.options.get("swarm")
+    if record.mode != "swarm" and not isinstance(spec, dict):
+        return None
+    team = spec.get("team") if isinstance(spec, dict) else None
+    name = team.get("name") if isinstance(team, dict) else None
+    return name if isinstance(name, str) and name else "swarm"
+
+
 def build_row(
     record: SessionRecord,
     prefix: str,
@@ -162,7 +173,7 @@ def build_row(
         cost_usd=usage.cost_usd,
         estimated=bool(usage.estimated_turns),
         error=record.error,
-        swarm=record.options.get("swarm") if isinstance(record.options.get("swarm"), str) else None,
+        swarm=swarm_badge(record),
     )
     if record.status == "waiting":
         wait = _pending_call(last_turn, "wait")
