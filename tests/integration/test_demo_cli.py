@@ -23,7 +23,16 @@ def test_demo_runs_a_coordinated_session(sd_home: Path) -> None:
         (files("swarmdeck.models") / "providers" / "openai.yaml").read_text(encoding="utf-8")
     )
     assert f"--model openai:{packaged['model']} --workdir ." in out
-    sessions = json.loads(run_cli(sd_home, "sessions", "ls", "--json").stdout)
+    listed = json.loads(run_cli(sd_home, "sessions", "ls", "--json").stdout)
+    # Beside the coordinated tree, one session is left waiting for your answer (the TUI
+    # answers it); its process has ended, so no worker runs it now.
+    [question] = [s for s in listed if s["title"] == "a question for you"]
+    assert question["question"] == "Which branch should the release notes cover?"
+    assert question["status"] == "orphaned"
+    assert f"session {question['id']} is waiting for your answer" in " ".join(out.split())
+    shown = json.loads(run_cli(sd_home, "sessions", "show", question["prefix"], "--json").stdout)
+    assert [e["kind"] for e in shown["events"]][-1] == "assistant"
+    sessions = [s for s in listed if s is not question]
     assert len(sessions) == 4 and {s["status"] for s in sessions} == {"completed"}
     root = next(s for s in sessions if s["parent_id"] is None)
     children = [s for s in sessions if s["parent_id"] == root["id"]]

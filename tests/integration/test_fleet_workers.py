@@ -87,8 +87,10 @@ def test_a_session_whose_worker_died_shows_orphaned_until_taken_over(
     assert catalog.get_session(sid).status == "idle"
     listed = json.loads(run_cli(sd_home, "sessions", "ls", "--json").stdout)
     assert [s["status"] for s in listed if s["id"] == sid] == ["orphaned"]
+    [prefix] = [s["prefix"] for s in listed if s["id"] == sid]
     table = run_cli(sd_home, "sessions", "ls", "--status", "orphaned")
-    assert sid in table.stdout and "orphaned" in table.stdout
+    # The table prints ids as their shortest unique prefixes, whole.
+    assert prefix in table.stdout.split() and "orphaned" in table.stdout
     worker = fleet.start("host-b")
     wait_for(lambda: catalog.get_session(sid).executor == worker.executor_id, what="a takeover")
     listed = json.loads(run_cli(sd_home, "sessions", "ls", "--json").stdout)

@@ -43,6 +43,7 @@ COMMAND_MODULES = {
     "swarm": "swarm",
     "system": "system",
     "team": "team",
+    "tui": "tui",
     "usage": "usage",
     "worker": "worker",
     "workers": "workers",

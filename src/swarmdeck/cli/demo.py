@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 
 # The provider the closing hint sends a new user to.
 NEXT_PROVIDER = "openai"
+# A second session that asks you a question and is left waiting for the answer.
+QUESTION_TASK = "Ask which branch the release notes should cover, then draft them."
+QUESTION_WAIT_S = 60.0
 DEMO_TASK = (
     "Review this small project with the help of sub-agents, write NOTES.md with what a "
     "newcomer should know about calc.py, store a review report, and submit a result."
@@ -107,14 +110,38 @@ def demo() -> None:
             SessionRequest(DEMO_TASK, "demo:scripted", project, title="swarmdeck demo")
         )
 
-        async def go() -> None:
+        async def go() -> str:
             try:
                 await run_and_follow(host, record.id)
+                return await leave_a_question(host, project)
             finally:
                 host.shutdown()
 
-        asyncio.run(go())
+        question = asyncio.run(go())
     _summary(console, host, record.id, project)
+    console.print(
+        f"\nsession [bold]{question}[/] is waiting for [bold magenta]your answer[/]: open "
+        "[bold]swarmdeck tui[/] (press n for what needs you, then a to answer)"
+    )
+
+
+async def leave_a_question(host: Host, project: Path) -> str:
+    """Start a session that asks the user a question, and leave it waiting for the answer
+    (the TUI answers it); returns its id."""
+    import time
+
+    from swarmdeck.runtime.host import SessionRequest
+
+    record = host.create_session(
+        SessionRequest(QUESTION_TASK, "demo:scripted", project, title="a question for you")
+    )
+    await host.start(record.id)
+    deadline = time.monotonic() + QUESTION_WAIT_S
+    while host.catalog.get_session(record.id).status != "input_required":
+        if time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.05)
+    return record.id
 
 
 def _summary(console: Console, host: Host, session_id: str, project: Path) -> None:

@@ -7,27 +7,23 @@ import datetime as dt
 import json
 import sys
 import time
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from swarmdeck.catalog.records import STATUSES, TERMINAL_STATUSES, SessionRecord
-from swarmdeck.catalog.views import (
-    ORPHANED,
-    context_summary,
-    orphaned_ids,
-    session_document,
-    session_summary,
-)
+from swarmdeck.catalog.records import STATUSES, SessionRecord
 from swarmdeck.cli.app import app
 from swarmdeck.config import load_settings
 from swarmdeck.errors import UsageError
 from swarmdeck.ui.progress import ProgressPrinter
+from swarmdeck.views.fleet import ORPHANED, SessionRow, age, worker_label
 
 if TYPE_CHECKING:
     from swarmdeck.catalog.catalog import Catalog
+    from swarmdeck.catalog.workers import WorkerRegistry
 
 sessions_app = typer.Typer(help="List, inspect, follow and resume sessions.", no_args_is_help=True)
 app.add_typer(sessions_app, name="sessions")
@@ -41,8 +37,9 @@ STATUS_STYLE = {
     "running": "yellow",
     "waiting": "cyan",
     "idle": "cyan",
-    "input_required": "magenta",
+    "input_required": "bold magenta",
 }
+IDS_NOTE = "ids are shortest unique prefixes: every command takes one (`--json` has the full ids)"
 
 
 def open_catalog() -> Catalog:
@@ -56,6 +53,14 @@ def open_catalog() -> Catalog:
     return Catalog.open(settings.store_url, redactor.redact)
 
 
+def worker_registry(catalog: Catalog) -> WorkerRegistry:
+    """The fleet's registry of executors, as this host's settings see it."""
+    from swarmdeck.catalog.workers import WorkerRegistry
+
+    settings = load_settings()
+    return WorkerRegistry(catalog.engine, settings.hostname, settings.lease_seconds)
+
+
 def _when(ts: float) -> str:
     return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
 
@@ -64,6 +69,13 @@ def _title(s: SessionRecord) -> str:
     text = s.title or s.task
     flat = " ".join(text.split())
     return flat[:60] + ("…" if len(flat) > 60 else "")
+
+
+def _status_cell(row: SessionRow, now: float) -> str:
+    left = row.seconds_left(now)
+    shown = row.status + (f" {left:.0f}s" if left is not None else "")
+    style = STATUS_STYLE.get(row.status, "")
+    return f"[{style}]{shown}[/]" if style else shown
 
 
 @sessions_app.command("ls")
@@ -78,47 +90,70 @@ def ls(
     limit: Annotated[int, typer.Option(min=1, help="How many, newest first.")] = 30,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON array on stdout.")] = False,
 ) -> None:
-    """List sessions, newest first."""
+    """List sessions, newest first; ids are shortest unique prefixes, never cut."""
+    from swarmdeck.views.fleet import FleetView
+
     listable = (*STATUSES, ORPHANED)
     if status is not None and status not in listable:
         raise UsageError(f"unknown status {status!r}", f"use one of: {', '.join(listable)}")
     catalog = open_catalog()
-    if status == ORPHANED:  # derived: the live sessions nobody runs
-        rows = [s for s in catalog.list_sessions(limit=100_000) if not s.terminal]
-        orphaned = _orphaned(catalog, rows)
-        rows = [s for s in rows if s.id in orphaned][:limit]
-    else:
-        rows = catalog.list_sessions(status=status, limit=limit)
-        orphaned = _orphaned(catalog, rows)
+    view = FleetView(catalog, worker_registry(catalog))
+    rows = view.newest(limit, status)
     if as_json:
-        print(json.dumps([session_summary(s, s.id in orphaned) for s in rows]))
+        print(json.dumps([r.summary() for r in rows], ensure_ascii=False))
         return
     if not rows:
         empty = f"no {status} sessions" if status else "no sessions yet — try `swarmdeck demo`"
         Console(stderr=True).print(empty)
         return
-    table = Table(box=None, header_style="bold")
-    for col in ("id", "status", "mode", "model", "parent", "created", "task"):
-        table.add_column(col)
-    for s in rows:
-        shown = ORPHANED if s.id in orphaned else s.status
-        style = STATUS_STYLE.get(shown, "")
-        table.add_row(
-            s.id,
-            f"[{style}]{shown}[/]" if style else shown,
-            s.mode,
-            s.model,
-            s.parent_id or "",
-            _when(s.created_at),
-            _title(s),
-        )
-    Console().print(table)
+    prefixes = view.prefixes()
+    now = time.time()
+    cells = {
+        "id": [r.prefix for r in rows],
+        "status": [_status_cell(r, now) for r in rows],
+        "model": [r.model for r in rows],
+        "turns": [str(r.turns) for r in rows],
+        "tokens": [f"{r.tokens:,}" for r in rows],
+        "cost": [f"${r.cost_usd:.4f}" if r.cost_usd is not None else "" for r in rows],
+        "worker": [worker_label(r.worker) for r in rows],
+        "parent": [prefixes.get(r.parent_id, r.parent_id) if r.parent_id else "" for r in rows],
+        "age": [age(now - r.created_at) for r in rows],
+        "title": [r.title for r in rows],
+    }
+    console = Console()
+    shown = _columns_that_fit(cells, console.width)
+    table = Table(box=None, header_style="bold", caption=IDS_NOTE, caption_justify="left")
+    for col in shown:
+        if col == "title":
+            table.add_column(col, no_wrap=True, overflow="ellipsis", ratio=1, min_width=10)
+        else:
+            # The width of its widest cell: an id, above all, is never cut.
+            wide = max(len(Text.from_markup(c).plain) for c in [col, *cells[col]])
+            numeric = col in ("turns", "tokens", "cost")
+            table.add_column(
+                col, no_wrap=True, min_width=wide, justify="right" if numeric else "left"
+            )
+    for n in range(len(rows)):
+        table.add_row(*(cells[col][n] for col in shown))
+    console.print(table)
 
 
-def _orphaned(catalog: Catalog, rows: list[SessionRecord]) -> set[str]:
-    """The sessions whose worker died and that no one has taken over yet."""
-    settings = load_settings()
-    return orphaned_ids(catalog, settings.hostname, settings.lease_seconds, rows)
+# Dropped first when the terminal is narrow; id, status, age and title always stay.
+OPTIONAL_COLUMNS = ("parent", "worker", "cost", "tokens", "turns", "model")
+
+
+def _columns_that_fit(cells: dict[str, list[str]], width: int) -> list[str]:
+    """The columns to print at this width, in order: the optional ones go first."""
+    wide = {
+        col: max(len(Text.from_markup(c).plain) for c in [col, *values]) + 2
+        for col, values in cells.items()
+    }
+    shown = list(cells)
+    for col in OPTIONAL_COLUMNS:
+        if sum(wide[c] for c in shown if c != "title") + 12 <= width:
+            break
+        shown.remove(col)
+    return shown
 
 
 @sessions_app.command("show")
@@ -129,25 +164,31 @@ def show(
     ] = False,
 ) -> None:
     """Show a session's record and its transcript."""
+    from swarmdeck.views.detail import context_line, session_detail
+
     catalog = open_catalog()
-    s = catalog.get_session(catalog.resolve_session_id(session_id))
+    d = session_detail(catalog, worker_registry(catalog), catalog.resolve_session_id(session_id))
+    s, usage, events, context = d.record, d.usage, d.events, d.context
     if as_json:
-        print(json.dumps(session_document(catalog, s), ensure_ascii=False))
+        doc = d.document()
+        print(json.dumps(doc, ensure_ascii=False))
         return
-    events = catalog.events(s.id)
-    usage = catalog.usage_totals([s.id])
-    context = context_summary(events)
     console = Console()
-    console.print(f"[bold]session[/] {s.id}  [{STATUS_STYLE.get(s.status, '')}]{s.status}[/]")
+    console.print(f"[bold]session[/] {s.id}  {_status_cell(d.row, time.time())}")
     console.print(f"model {s.model} · mode {s.mode} · workdir {s.workdir}")
     if s.parent_id:
         console.print(f"parent {s.parent_id}")
+    if d.worker is not None:
+        alive = "alive" if d.worker.alive else "not running"
+        console.print(f"worker {d.worker.executor_id} ({alive})")
     cost = f" · ${usage.cost_usd:.4f}" if usage.cost_usd is not None else ""
     tokens = f"tokens in {usage.input} out {usage.output}{usage.estimated_note}"
     share = f" · cached {usage.cache_share:.0%}" if usage.cache_share else ""
     console.print(f"turns {usage.turns} · {tokens}{share}{cost}")
     if context is not None:
         console.print(context_line(context))
+    if d.row.question:
+        console.print(f"[bold magenta]asks[/] {d.row.question}")
     if s.error:
         console.print(f"[red]error[/] {s.error}")
     console.print()
@@ -156,18 +197,6 @@ def show(
         printer(ev)
     if s.result is not None:
         console.print_json(json.dumps(s.result))
-
-
-def context_line(context: dict[str, object]) -> str:
-    """The context summary as one line: prompt against window, the runtime's tokens."""
-    runtime: Any = context["runtime"]
-    own = runtime["system"] + runtime["tools"]
-    compacted = f" · compacted {context['compactions']}x" if context["compactions"] else ""
-    return (
-        f"context: last prompt {context['prompt_tokens']} of {context['window']} tokens "
-        f"({context['tokenizer']}){compacted} · runtime per turn {own}: system prompt "
-        f"{runtime['system']} (skill index {runtime['skills']}), tool schemas {runtime['tools']}"
-    )
 
 
 @sessions_app.command("tail")
@@ -179,22 +208,21 @@ def tail(
     timeout: Annotated[float, typer.Option(help="Stop following after this many seconds.")] = 0,
 ) -> None:
     """Print a session's transcript and follow it until the session ends."""
+    from swarmdeck.views.follow import SessionFollower
+
     catalog = open_catalog()
-    sid = catalog.resolve_session_id(session_id)
+    follower = SessionFollower(catalog, catalog.resolve_session_id(session_id))
     printer = ProgressPrinter()
-    cursor = 0
     started = time.monotonic()
     while True:
-        for ev in catalog.events(sid, after_id=cursor):
-            cursor = max(cursor, ev.id)
+        for ev in follower.poll():
             printer(ev)
-        status = catalog.get_session(sid).status
-        if not follow or status in TERMINAL_STATUSES:
+        if not follow or follower.ended:
             break
         if timeout and time.monotonic() - started > timeout:
             break
         time.sleep(0.2)
-    print(f"session {sid}: {catalog.get_session(sid).status}", file=sys.stderr)
+    print(f"session {follower.session_id}: {follower.status}", file=sys.stderr)
 
 
 @sessions_app.command("resume")

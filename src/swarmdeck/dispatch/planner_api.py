@@ -19,12 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from swarmdeck.catalog.records import TERMINAL_STATUSES
-from swarmdeck.catalog.views import orphaned_ids, session_document, session_summary
+from swarmdeck.catalog.workers import WorkerRegistry
 from swarmdeck.config import Settings, load_settings
 from swarmdeck.dispatch.fanout import Fanout, Job, check_jobs
 from swarmdeck.dispatch.verdict import VERDICT_TYPE, error_line
 from swarmdeck.errors import NotFoundError, ToolError, UsageError
 from swarmdeck.runtime.host import Host
+from swarmdeck.views.detail import session_detail
+from swarmdeck.views.fleet import FleetView
 
 MAX_JOBS = 16
 MAX_WAIT_S = 600.0
@@ -118,8 +120,10 @@ class PlannerApi:
                 verdict = _verdict_on_disk(self.settings.runs_dir / sid)
                 if verdict is not None:
                     return verdict
-                doc = await asyncio.to_thread(session_document, self.host.catalog, record, False)
-                return {"type": SESSION_TYPE, **doc}
+                detail = await asyncio.to_thread(
+                    session_detail, self.host.catalog, self._registry(), sid
+                )
+                return {"type": SESSION_TYPE, **detail.document(events=False)}
             if time.monotonic() - began >= timeout_s:
                 return await self._pending(sid, time.monotonic() - began)
             await asyncio.sleep(WAIT_POLL_S)
@@ -138,25 +142,22 @@ class PlannerApi:
 
     async def sessions_list(self, status: str | None, limit: int) -> dict[str, Any]:
         """The newest sessions (optionally of one status)."""
-        rows = await asyncio.to_thread(
-            self.host.catalog.list_sessions, status=status or None, limit=max(1, min(limit, 500))
+        view = FleetView(self.host.catalog, self._registry())
+        rows = await asyncio.to_thread(view.newest, max(1, min(limit, 500)), status or None)
+        return {"sessions": [r.summary() for r in rows]}
+
+    def _registry(self) -> WorkerRegistry:
+        """The fleet's executors, as `sessions ls` reads them (for `orphaned` and workers)."""
+        return WorkerRegistry(
+            self.host.catalog.engine, self.settings.hostname, self.settings.lease_seconds
         )
-        orphaned = await asyncio.to_thread(
-            orphaned_ids,
-            self.host.catalog,
-            self.settings.hostname,
-            self.settings.lease_seconds,
-            rows,
-        )
-        return {"sessions": [session_summary(r, r.id in orphaned) for r in rows]}
 
     async def session_show(self, session_id: str, events: int) -> dict[str, Any]:
         """A session's record, usage and result, and its last `events` transcript entries."""
         sid = await self._resolve(session_id)
 
         def read() -> dict[str, Any]:
-            catalog = self.host.catalog
-            doc = session_document(catalog, catalog.get_session(sid))
+            doc = session_detail(self.host.catalog, self._registry(), sid).document()
             kept = max(0, events)
             doc["events_total"] = len(doc["events"])
             doc["events"] = doc["events"][-kept:] if kept else []

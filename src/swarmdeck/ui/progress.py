@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from swarmdeck.catalog.records import EventRecord
+from swarmdeck.views.transcript import compaction_line
 
 MAX_PREVIEW = 160
 
@@ -31,14 +32,6 @@ def _call_preview(name: str, arguments: str) -> str:
     except (json.JSONDecodeError, AttributeError):
         shown = arguments[:60]
     return f"{name}({shown})"
-
-
-def describe_compaction(p: dict[str, object]) -> str:
-    """A compaction as a line for humans: how many messages, summarized or dropped, why."""
-    how = "summarized" if p.get("summarized") else "dropped (no summary)"
-    why = " after a context-length error" if p.get("overflow") else " to fit the window"
-    error = f": {p['error']}" if p.get("error") else ""
-    return f"{p.get('messages', 0)} earlier messages {how}{why}{error}"
 
 
 class ProgressPrinter:
@@ -94,7 +87,7 @@ class ProgressPrinter:
         if ev.kind == "error":
             return f"[red]error[/] {escape(p['message'])}"
         if ev.kind == "compaction":
-            return f"[blue]context[/] {escape(describe_compaction(p))}"
+            return f"[blue]context[/] {escape(compaction_line(p))}"
         if ev.kind == "notice":
             return f"[yellow]wait[/]  {escape(_preview(p.get('text') or p.get('reason', ''), 300))}"
         if ev.kind == "status":

@@ -1,0 +1,114 @@
+"""What the TUI does to sessions, through the same calls as the CLI: Host.send and
+Host.answer in this process; cancel and resume as `swarmdeck sessions cancel|resume`
+processes, which run the engine (and its logging) away from the screen."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from swarmdeck.errors import UsageError
+
+if TYPE_CHECKING:
+    from swarmdeck.runtime.host import Host
+
+# Cancelling starts the engine in its process: allow for a slow store.
+CANCEL_TIMEOUT_S = 120.0
+
+
+@dataclass
+class ActionResult:
+    """What an action did, in a line for the person who asked."""
+
+    ok: bool
+    message: str
+
+
+class SessionActions:
+    """Send, answer, cancel and resume one session at a time (call off the UI thread)."""
+
+    def __init__(self, host: Host | None = None) -> None:
+        self._host = host
+
+    @property
+    def host(self) -> Host:
+        """A host that never launches the engine here: it only stores and rings."""
+        if self._host is None:
+            from swarmdeck.runtime.host import Host
+
+            self._host = Host()
+        return self._host
+
+    def send(self, session_id: str, text: str) -> ActionResult:
+        """Deliver a message (kept until a worker runs the session if none does now)."""
+        return self._deliver(session_id, text, "message", self.host.send)
+
+    def answer(self, session_id: str, text: str) -> ActionResult:
+        """Answer the session's ask_user question."""
+        return self._deliver(session_id, text, "answer", self.host.answer)
+
+    def _deliver(
+        self, session_id: str, text: str, what: str, post: Callable[[str, str], bool]
+    ) -> ActionResult:
+        if not text.strip():
+            return ActionResult(False, f"the {what} is empty; nothing was sent")
+        try:
+            post(session_id, text)
+        except UsageError as exc:
+            return ActionResult(False, exc.one_line())
+        note = (
+            ""
+            if self._served(session_id)
+            else " (no worker runs it now: it reads it when one does)"
+        )
+        return ActionResult(True, f"{what} delivered to {session_id}{note}")
+
+    def _served(self, session_id: str) -> bool:
+        record = self.host.catalog.get_session(session_id)
+        return any(w.executor_id == record.executor for w in self.host.fleet_workers())
+
+    def cancel(self, session_id: str) -> ActionResult:
+        """Cancel the session and every sub-agent below it (`swarmdeck sessions cancel`)."""
+        done = _cli("sessions", "cancel", session_id, timeout=CANCEL_TIMEOUT_S)
+        if done.returncode != 0:
+            return ActionResult(False, _last_line(done.stderr) or "cancel failed")
+        try:
+            cancelled = json.loads(done.stdout.strip().splitlines()[-1])["cancelled"]
+        except (ValueError, KeyError, IndexError):
+            return ActionResult(False, "cancel printed no result")
+        return ActionResult(True, f"cancelled {len(cancelled)} session(s)")
+
+    def resume(self, session_id: str, log_dir: Path) -> ActionResult:
+        """Resume a failed or orphaned session in a process of its own
+        (`swarmdeck sessions resume`), which outlives the TUI; its output goes to a log."""
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log = log_dir / "resume.log"
+        with log.open("ab") as out:
+            subprocess.Popen(
+                [sys.executable, "-m", "swarmdeck", "sessions", "resume", session_id],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+                start_new_session=True,
+            )
+        return ActionResult(True, f"resuming {session_id} (log: {log})")
+
+
+def _cli(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "swarmdeck", *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _last_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else ""

@@ -1,0 +1,73 @@
+"""What a newcomer does after `make demo`, with no manual: `swarmdeck tui` shows the demo's
+tree; they open the coordinator's transcript, read its artifact, and answer the session
+that waits for them, reading the keys off the footer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from swarmdeck.cli.sessions import open_catalog
+from swarmdeck.ui.dialogs import ArtifactDialog, PromptDialog
+from tests.conftest import run_cli
+from tests.ui.pilot_support import SIZE, deck, list_lines, loaded, screen_text, until
+from tests.ui.test_tui_live import inbox
+
+
+async def test_after_the_demo_the_tui_shows_its_tree_and_answers_its_question(
+    sd_home: Path,
+) -> None:
+    assert run_cli(sd_home, "demo", timeout=180).code == 0
+    catalog = open_catalog()
+    app = deck(catalog, pinned=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        footer = screen_text(app).splitlines()[-1]
+        for key in ("move", "fold", "search", "needs me", "answer", "open", "copy", "pane", "quit"):
+            assert key in footer, key
+        lines = list_lines(app)
+        demo = next(
+            ln for ln in app.session_list.lines if ln.row and ln.row.title == "swarmdeck demo"
+        )
+        assert demo.children == 3 and any("swarmdeck demo (+3)" in ln for ln in lines)
+        # The coordinator: unfold it, read its transcript.
+        app.session_list.select(demo.row.id)
+        await pilot.press("enter")
+        await until(
+            pilot,
+            "the coordinator's transcript",
+            lambda: (
+                app.followed is not None
+                and app.followed.session_id == demo.row.id
+                and app.followed.detail is not None
+            ),
+        )
+        text = screen_text(app)
+        assert "spawn_agent(" in text and "write_artifact(" in text
+        assert sum("✓ completed" in ln for ln in list_lines(app)) == 4
+        # Its artifact.
+        await pilot.press("o")
+        assert isinstance(app.screen, ArtifactDialog)
+        await pilot.pause(0.2)
+        assert "# Review of calc" in screen_text(app)
+        await pilot.press("escape")
+        # The session that waits for an answer.
+        await pilot.press("n")
+        [waiting] = [ln.row for ln in app.session_list.lines if ln.row]
+        assert waiting.title == "a question for you"
+        await until(
+            pilot,
+            "its question",
+            lambda: (
+                app.followed is not None
+                and app.followed.detail is not None
+                and app.followed.detail.row.question
+                == "Which branch should the release notes cover?"
+                and "asks you: Which branch" in screen_text(app)
+            ),
+        )
+        await pilot.press("a")
+        assert isinstance(app.screen, PromptDialog)
+        await pilot.press(*"main", "enter")
+        await until(pilot, "the answer stored", lambda: inbox(catalog, waiting.id) != [], 20)
+        [(kind, payload)] = inbox(catalog, waiting.id)
+        assert kind == "answer" and '"main"' in payload
