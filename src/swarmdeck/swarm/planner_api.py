@@ -64,6 +64,8 @@ class SwarmPlannerApi(PlannerApi):
         try:
             doc = await asyncio.wait_for(asyncio.shield(started), START_TIMEOUT_S)
         except TimeoutError:
+            # Its stderr ends with the kill; the future's _NotStarted then goes unread.
+            started.add_done_callback(lambda f: f.cancelled() or f.exception())
             proc.kill()
             raise StoreError(
                 f"the swarm did not start within {START_TIMEOUT_S:g}s",
