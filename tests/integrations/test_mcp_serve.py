@@ -36,7 +36,7 @@ async def test_dispatch_wait_and_read_the_verdict(sd_home: Path, workdir: Path, 
     async with mcp.Client(serve_params(sd_home)) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         assert names == {
-            "dispatch", "fanout", "session_wait", "sessions_list", "session_show",
+            "dispatch", "fanout", "swarm", "session_wait", "sessions_list", "session_show",
             "session_send", "session_answer", "session_cancel", "artifact_get", "list_models",
         }  # fmt: skip
         job = {

@@ -298,6 +298,16 @@ def test_bad_input_is_one_line_and_exit_2(sd_home: Path, workdir: Path, tmp_path
         ("swarm", "TASK", "-C", str(workdir), "-m", "fake", "--team", "nope"): "no team named",
         ("swarm", "TASK", "-C", str(tmp_path / "missing"), "-m", "fake"): "workdir does not exist",
         ("swarm", "  ", "-C", str(workdir), "-m", "fake"): "the task is empty",
+        ("swarm", "-C", str(workdir), "-m", "fake"): "the task or --task-file",
+        ("swarm", "--task-file", str(tmp_path / "none.md"), "-m", "fake"): "task file not found",
+        (
+            "swarm",
+            "T",
+            "--task-file",
+            str(tmp_path / "t.md"),
+            "-m",
+            "fake",
+        ): "the task or --task-file",
     }
     bad_plan = tmp_path / "plan.json"
     bad_plan.write_text(json.dumps([{"role": "x", "task": "t", "mode": "code"}]))

@@ -102,3 +102,25 @@ def test_every_option_of_the_planner_commands_is_documented() -> None:
             for flag in param.opts:
                 if flag.startswith("--") and flag != "--help":
                     assert re.search(rf"(?<![\w-]){flag}(?![\w-])", text), (name, flag)
+
+
+def test_every_mcp_tool_and_argument_is_documented() -> None:
+    import asyncio
+
+    import pytest
+
+    pytest.importorskip("mcp")
+    from swarmdeck.integrations.mcp.server import build_server
+
+    rows = {
+        line.split("|")[1].strip(): line
+        for line in _section("MCP tools").splitlines()
+        if line.startswith("| `")
+    }
+    documented = {name for cell in rows for name in re.findall(r"`(\w+)`", cell)}
+    tools = asyncio.run(build_server(None).list_tools())  # type: ignore[arg-type]
+    assert {t.name for t in tools} <= documented
+    for tool in tools:
+        [row] = [line for cell, line in rows.items() if f"`{tool.name}`" in cell]
+        for arg in tool.input_schema.get("properties", {}):
+            assert re.search(rf"`{arg}\??`", row), (tool.name, arg)

@@ -28,11 +28,11 @@ WorkdirOpt = Annotated[
 
 @mcp_app.command("serve", cls=HumanCommand)
 def serve() -> None:
-    """Serve dispatch, fanout, session_wait and the session tools over MCP on stdio."""
-    from swarmdeck.dispatch.planner_api import PlannerApi
+    """Serve dispatch, fanout, swarm, session_wait and the session tools over MCP on stdio."""
     from swarmdeck.integrations.mcp.server import build_server
+    from swarmdeck.swarm.planner_api import SwarmPlannerApi
 
-    api = PlannerApi()
+    api = SwarmPlannerApi()
     server = build_server(api)
 
     async def run() -> None:

@@ -20,8 +20,8 @@ from rich.live import Live
 
 from swarmdeck.cli.agents import PluginOpt
 from swarmdeck.cli.app import app
-from swarmdeck.cli.dispatch import NoSandboxOpt, PlannerCommand, QuietOpt, fail
-from swarmdeck.errors import SwarmdeckError
+from swarmdeck.cli.dispatch import NoSandboxOpt, PlannerCommand, QuietOpt, TaskFileOpt, fail
+from swarmdeck.errors import SwarmdeckError, UsageError
 
 if TYPE_CHECKING:
     from swarmdeck.runtime.host import Host
@@ -41,7 +41,10 @@ class SwarmCommand(PlannerCommand):
 
 @app.command(cls=SwarmCommand)
 def swarm(
-    task: Annotated[str, typer.Argument(help="What the swarm should do.")],
+    task: Annotated[
+        str | None, typer.Argument(help="What the swarm should do (or --task-file).")
+    ] = None,
+    task_file: TaskFileOpt = None,
     workdir: Annotated[
         Path, typer.Option("--workdir", "-C", help="The project the members work in.")
     ] = Path("."),
@@ -80,9 +83,18 @@ def swarm(
 ) -> None:
     """Split a task among a team's members, run them in parallel, merge their results."""
     from swarmdeck.cli.hosting import session_host
+    from swarmdeck.dispatch.guards import read_task
     from swarmdeck.swarm.launch import SwarmRequest, prepare_swarm
+    from swarmdeck.swarm.report import started_object
 
     try:
+        if (task is None) == (task_file is None):
+            raise UsageError(
+                "pass the task or --task-file, exactly one",
+                'say what the swarm should do: swarm "TASK" (or --task-file FILE)',
+            )
+        # A file keeps the task off argv, where `ps` would show it (the MCP server's way).
+        task = read_task(task, task_file)
         # The coordinator runs here, on the local path (its live table follows it in this
         # process, and its members start as its child workflows here). Should this process
         # die, a worker that takes its lease over runs it on: session_host registers the
@@ -105,6 +117,11 @@ def swarm(
         record = host.create_session(request)
     except SwarmdeckError as exc:
         fail(exc.message, exc.hint, json_line=as_json)
+    if as_json:
+        # stdout holds one object, the swarm's; its session id goes out now on stderr, for
+        # a caller (the MCP server) that answers before the swarm ends.
+        sys.stderr.write(json.dumps(started_object(record), ensure_ascii=False) + "\n")
+        sys.stderr.flush()
     report = asyncio.run(_run(host, record.id, quiet))
     _print_outcome(report, as_json)
     from swarmdeck.cli.dispatch import exit_now, running_as_cli

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from swarmdeck.catalog.records import TERMINAL_STATUSES
+from swarmdeck.catalog.records import TERMINAL_STATUSES, SessionRecord
 from swarmdeck.catalog.workers import WorkerRegistry
 from swarmdeck.config import Settings, load_settings
 from swarmdeck.dispatch.fanout import Fanout, Job, check_jobs
@@ -117,9 +117,9 @@ class PlannerApi:
         while True:
             record = await asyncio.to_thread(self.host.catalog.get_session, sid)
             if record.status in TERMINAL_STATUSES:
-                verdict = _verdict_on_disk(self.settings.runs_dir / sid)
-                if verdict is not None:
-                    return verdict
+                found = await asyncio.to_thread(self._outcome_on_disk, record)
+                if found is not None:
+                    return found
                 detail = await asyncio.to_thread(
                     session_detail, self.host.catalog, self._registry(), sid
                 )
@@ -127,6 +127,10 @@ class PlannerApi:
             if time.monotonic() - began >= timeout_s:
                 return await self._pending(sid, time.monotonic() - began)
             await asyncio.sleep(WAIT_POLL_S)
+
+    def _outcome_on_disk(self, record: SessionRecord) -> dict[str, Any] | None:
+        """An ended session's outcome a run left on disk (a dispatch's verdict), or None."""
+        return _verdict_on_disk(self.settings.runs_dir / record.id)
 
     async def _pending(self, sid: str, waited: float) -> dict[str, Any]:
         record = await asyncio.to_thread(self.host.catalog.get_session, sid)

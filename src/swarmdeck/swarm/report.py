@@ -7,11 +7,14 @@ import time
 from typing import Any
 
 from swarmdeck.catalog.catalog import Catalog
-from swarmdeck.catalog.records import UsageTotals
+from swarmdeck.catalog.records import SessionRecord, UsageTotals
 from swarmdeck.dispatch.verdict import Tokens
+from swarmdeck.runtime.session import KIND_OPTION
 from swarmdeck.swarm.phases import EVENT_KIND
+from swarmdeck.swarm.spec import SPEC_OPTION, SWARM_KIND
 
 REPORT_TYPE = "swarmdeck.swarm"
+STARTED_TYPE = "swarmdeck.swarm_started"
 # 1: the first version of the swarm's object.
 SCHEMA_VERSION = "1"
 EXIT_COMPLETED = 0
@@ -26,6 +29,25 @@ MEMBER_FIELDS = (
     "cost_usd", "worktree",
 )  # fmt: skip
 VERDICTS = ("completed", "partial", "error", "malformed")
+
+
+def is_swarm(record: SessionRecord) -> bool:
+    """True for a swarm's coordinator session."""
+    return record.options.get(KIND_OPTION) == SWARM_KIND
+
+
+def started_object(record: SessionRecord) -> dict[str, Any]:
+    """The `swarmdeck.swarm_started` object: a swarm's coordinator exists (its session id
+    is what `session_wait` takes)."""
+    team = (record.options.get(SPEC_OPTION) or {}).get("team") or {}
+    return {
+        "type": STARTED_TYPE,
+        "schema_version": SCHEMA_VERSION,
+        "session_id": record.id,
+        "team": team.get("name"),
+        "workdir": record.workdir,
+        "model": record.model,
+    }
 
 
 def _tokens(usage: UsageTotals) -> dict[str, int]:

@@ -1,5 +1,5 @@
 """swarmdeck as an MCP server for planners (`swarmdeck mcp serve`, stdio): dispatch, fanout,
-session_wait and the session tools, over an operations object the command line hands in
+swarm, session_wait and the session tools, over an operations object the command line hands in
 (the dispatch layer's PlannerApi). Results are the contract's JSON objects; a refusal is a
 tool error whose text is the contract's `swarmdeck.error` line."""
 
@@ -19,6 +19,9 @@ INSTRUCTIONS = (
     "`dispatch` (or `fanout` for several) returns each job's `started` object at once; "
     "`session_wait` returns its verdict when it ends (call it again while it answers "
     "`pending`). Read `result` first, then the flags (timed_out, parse_state). "
+    "`swarm` splits one task among a team's members (or runs your `plan`) and merges their "
+    "results: it returns a `swarmdeck.swarm_started` object at once, and `session_wait` on "
+    "its session_id returns the `swarmdeck.swarm` object (result, members) when it ends. "
     "`list_models` names the models a job may use."
 )
 Mode = Literal["code", "explore", "test", "review", "resume"]
@@ -48,11 +51,25 @@ class JobArgs(BaseModel):
     session: str | None = Field(None, description="resume: the session to continue.")
 
 
+class PlanMember(BaseModel):
+    """One member of a swarm's plan."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: str = Field(description="The member's role (a team's role, or any name).")
+    task: str = Field(description="The member's own task.")
+    mode: Mode | None = Field(None, description="Its mode (a team's role may give it).")
+    model: str | None = Field(None, description="provider:model (default: the routing's).")
+    agent: str | None = Field(None, description="An agent definition to run it as.")
+    depends_on: list[str] | None = Field(None, description="Roles whose results it needs.")
+
+
 class PlannerOps(Protocol):
     """The operations the server's tools call (dispatch/planner_api.PlannerApi)."""
 
     async def dispatch(self, job: dict[str, Any]) -> dict[str, Any]: ...
     async def fanout(self, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]: ...
+    async def swarm(self, args: dict[str, Any]) -> dict[str, Any]: ...
     async def session_wait(self, session_id: str, timeout_s: float) -> dict[str, Any]: ...
     async def sessions_list(self, status: str | None, limit: int) -> dict[str, Any]: ...
     async def session_show(self, session_id: str, events: int) -> dict[str, Any]: ...
@@ -110,12 +127,35 @@ def build_server(ops: PlannerOps) -> Any:
         return await guarded(ops.fanout(jobs_args), lambda found: {"started": found})
 
     @server.tool()
+    async def swarm(
+        task: Annotated[str, Field(description="What the swarm should do.")],
+        workdir: Annotated[str | None, Field(description="The project it works in.")] = None,
+        team: Annotated[str | None, Field(description="A team's name (or its file).")] = None,
+        plan: Annotated[
+            list[PlanMember] | None,
+            Field(description="The members to run; skips the coordinator's decomposition."),
+        ] = None,
+        max_members: Annotated[int | None, Field(ge=1, description="At most this many.")] = None,
+        model: Annotated[str | None, Field(description="The coordinator's provider:model.")] = None,
+        timeout: Annotated[float | None, Field(ge=1, description="The limit, seconds.")] = None,
+    ) -> dict[str, Any]:
+        """Split a task among role-based members run in parallel and merge their results;
+        returns a `swarmdeck.swarm_started` object at once (session_wait takes its
+        session_id and returns the `swarmdeck.swarm` object)."""
+        members = [m.model_dump(exclude_none=True) for m in plan] if plan is not None else None
+        args = {
+            "task": task, "workdir": workdir, "team": team, "plan": members,
+            "max_members": max_members, "model": model, "timeout": timeout,
+        }  # fmt: skip
+        return await guarded(ops.swarm({k: v for k, v in args.items() if v is not None}))
+
+    @server.tool()
     async def session_wait(
         session_id: Sid,
         timeout: Annotated[float, Field(ge=0, le=600, description="Seconds to wait.")] = 60,
     ) -> dict[str, Any]:
-        """Wait for a session to end: its verdict (a dispatched task), its record (another
-        session), or a `pending` object when it still runs after `timeout` seconds."""
+        """Wait for a session to end: its verdict (a dispatched task), the swarm's object (a
+        swarm), its record (another session), or a `pending` object when it still runs after `timeout` seconds."""
         return await guarded(ops.session_wait(session_id, timeout))
 
     @server.tool(annotations=reads)
