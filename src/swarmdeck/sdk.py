@@ -59,9 +59,10 @@ class Session:
         """The session's status now."""
         return self.swarm.host.catalog.get_session(self.id).status
 
-    async def send(self, text: str, msg_id: str | None = None) -> bool:
-        """Deliver a message; the same msg_id twice is delivered once."""
-        fresh = self.swarm.host.send(self.id, text, msg_id)
+    async def send(self, text: str, msg_id: str | None = None, pinned: bool = False) -> bool:
+        """Deliver a message; the same msg_id twice is delivered once. A pinned message is
+        kept verbatim when older turns are compacted."""
+        fresh = self.swarm.host.send(self.id, text, msg_id, pinned=pinned)
         await self.swarm.host.ring(self.id)
         return fresh
 

@@ -182,3 +182,28 @@ async def test_cancel_child_wakes_parent_then_rm_tree(
         assert sorted(removed) == sorted([session.id, one.id, two.id])
         assert tree_of(catalog, session.id) == []
         assert not live(catalog.list_sessions(limit=100))
+
+
+def test_send_pin_marks_the_message_that_compaction_keeps(
+    sd_home: Path, workdir: Path, fake_llm
+) -> None:
+    """`sessions send --pin` stores the mark the compacted view keeps verbatim (the view
+    itself: tests/unit/test_context_budget.py); a plain message carries no mark."""
+    from swarmdeck.runtime.journal import Journal
+
+    write_provider(sd_home, "fake", fake_llm.openai_base_url)
+    sid = Host().create_session(SessionRequest("t", "fake", workdir)).id
+    pinned = run_cli(sd_home, "sessions", "send", sid[:12], "the API key lives in vault", "--pin")
+    plain = run_cli(sd_home, "sessions", "send", sid, "and hello")
+    assert (pinned.code, plain.code) == (0, 0), (pinned.stderr, plain.stderr)
+    catalog = open_catalog()
+    items = catalog.drain(sid, "test-claim", ["user"], None)
+    assert [i.payload for i in items] == [
+        {"text": "the API key lives in vault", "pinned": True},
+        {"text": "and hello"},
+    ]
+    for item in items:  # as the session records them when it takes its mail
+        catalog.append_event(sid, f"inbox:{item.msg_id}", "user", item.payload)
+    journal = Journal(sid)
+    journal.refresh(catalog)
+    assert [pin for _, kind, pin in journal.sources if kind == "user"] == [True, False]

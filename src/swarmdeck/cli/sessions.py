@@ -272,6 +272,10 @@ def send(
         str | None,
         typer.Option("--id", help="Message id; a retry with the same id is delivered once."),
     ] = None,
+    pin: Annotated[
+        bool,
+        typer.Option("--pin", help="Keep this message verbatim when older turns are compacted."),
+    ] = False,
 ) -> None:
     """Deliver a message to a session; kept until a worker runs it if none does now."""
     from swarmdeck.runtime.host import Host
@@ -279,7 +283,7 @@ def send(
     require_text(text, "message", f'swarmdeck sessions send {session_id} "TEXT"')
     host = Host()
     sid = host.catalog.resolve_session_id(session_id)
-    fresh = host.send(sid, text, msg_id)
+    fresh = host.send(sid, text, msg_id, pinned=pin)
     print(json.dumps({"session_id": sid, "delivered": True, "duplicate": not fresh}))
 
 

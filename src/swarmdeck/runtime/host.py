@@ -165,11 +165,17 @@ class Host:
         return record
 
     def send(
-        self, session_id: str, text: str, msg_id: str | None = None, kind: str = "user"
+        self,
+        session_id: str,
+        text: str,
+        msg_id: str | None = None,
+        kind: str = "user",
+        pinned: bool = False,
     ) -> bool:
         """Deliver a message to a session's durable inbox; a retry with the same id is a no-op.
 
         Works whether or not a worker runs the session now: the message waits in the catalog.
+        A `pinned` message is kept verbatim when older turns are compacted (runtime/journal).
         """
         record = self.catalog.get_session(session_id)
         if record.terminal:
@@ -177,7 +183,8 @@ class Host:
                 f"session {session_id} has ended ({record.status})",
                 "start a new session, or continue a code session with --mode resume",
             )
-        fresh = self.catalog.post(session_id, msg_id or secrets.token_hex(8), kind, {"text": text})
+        payload: dict[str, Any] = {"text": text, "pinned": True} if pinned else {"text": text}
+        fresh = self.catalog.post(session_id, msg_id or secrets.token_hex(8), kind, payload)
         if self.engine is not None and self.engine.launched:
             return fresh  # the caller rings in-process (see ring)
         if record.executor and any(w.executor_id == record.executor for w in self.fleet_workers()):
