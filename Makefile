@@ -28,7 +28,7 @@ test: $(BIN)/swarmdeck
 	bash scripts/test-deps
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist load --durations=15
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=15
 
 lint: $(BIN)/swarmdeck
 	$(BIN)/ruff check --fix src tests bench

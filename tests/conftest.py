@@ -86,25 +86,6 @@ def store(
         cluster.drop_database(url)
 
 
-# Tests that take a minute or more alone: started first, so the parallel run does not end
-# with one of them running by itself.
-LONGEST_FIRST = ("test_chaos_long_lived.py", "test_tui_tmux.py")
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Order the run for xdist: the longest tests, then those that start processes (chaos
-    and fleet), then the rest (each group in its collected order)."""
-
-    def weight(item: pytest.Item) -> int:
-        if item.path.name in LONGEST_FIRST:
-            return 0
-        if item.get_closest_marker("chaos") or item.get_closest_marker("fleet"):
-            return 1
-        return 2
-
-    items.sort(key=weight)
-
-
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
