@@ -1,6 +1,7 @@
 """The optional extras stay out of the processes that do not use them: dispatch's fleet path
 (which must start in well under a second) imports neither the MCP SDK nor OpenTelemetry,
-nor swarmdeck's integrations; `swarmdeck mcp` registers like every other command."""
+nor swarmdeck's integrations, nor the store's and the models' libraries (SQLAlchemy, DBOS, the
+LLM SDKs) while it submits and follows a session; `swarmdeck mcp` registers like every other command."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ PROBE = """
 import json, sys
 from swarmdeck.cli import app
 app._register(sys.argv[1:])
-import swarmdeck.dispatch.drivers, swarmdeck.dispatch.runner
-heavy = ("mcp", "opentelemetry", "swarmdeck.integrations", "swarmdeck.runtime.services")
+import swarmdeck.dispatch.drivers, swarmdeck.dispatch.runner, swarmdeck.dispatch.runlog
+heavy = ("mcp", "opentelemetry", "swarmdeck.integrations", "swarmdeck.runtime.services",
+         "sqlalchemy", "dbos", "openai", "anthropic", "aiohttp", "httpx")
 groups = [g.name for g in app.app.registered_groups]
 print(json.dumps({"groups": groups, "loaded": sorted(m for m in sys.modules if m.startswith(heavy))}))
 """

@@ -19,7 +19,8 @@ from swarmdeck.cli.app import app
 from swarmdeck.config import load_settings
 from swarmdeck.errors import UsageError
 from swarmdeck.ui.progress import ProgressPrinter
-from swarmdeck.views.fleet import ORPHANED, SessionRow, age, worker_label
+from swarmdeck.views.fleet import ORPHANED, SessionRow, worker_label
+from swarmdeck.views.text import age
 
 if TYPE_CHECKING:
     from swarmdeck.catalog.catalog import Catalog

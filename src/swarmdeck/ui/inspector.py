@@ -13,7 +13,7 @@ from textual.widgets import Static
 
 from swarmdeck.ui.badges import badge
 from swarmdeck.views.detail import SessionDetail, context_line
-from swarmdeck.views.fleet import age
+from swarmdeck.views.text import age
 
 PREVIEW_LINES = 8
 RESULT_CHARS = 1200

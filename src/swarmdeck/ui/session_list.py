@@ -14,7 +14,8 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from swarmdeck.ui.badges import badge
-from swarmdeck.views.fleet import SessionRow, age, worker_label
+from swarmdeck.views.fleet import SessionRow, worker_label
+from swarmdeck.views.text import age
 from swarmdeck.views.tree import TreeLine
 
 # Fixed columns after the title (the title takes what is left), and the order they give

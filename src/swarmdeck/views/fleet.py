@@ -14,25 +14,12 @@ from swarmdeck.catalog.overview import Overview, StoreMarks
 from swarmdeck.catalog.records import EventRecord, SessionRecord, UsageTotals
 from swarmdeck.catalog.workers import WorkerRegistry
 from swarmdeck.views.prefixes import shortest_prefixes
+from swarmdeck.views.text import one_line
 
 # Derived at read time, never stored: a live session whose worker died and that nobody has
 # taken over yet (the derivation is WorkerRegistry.orphaned).
 ORPHANED = "orphaned"
 NEEDS_ME = "input_required"
-
-
-def one_line(text: str) -> str:
-    """Text on one line (runs of whitespace become one space)."""
-    return " ".join(text.split())
-
-
-def age(seconds: float) -> str:
-    """A duration as a person reads an age: 42s, 5m, 3h, 2d."""
-    seconds = max(0.0, seconds)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size:.0f}{unit}"
-    return f"{seconds:.0f}s"
 
 
 def worker_label(executor: str | None) -> str:

@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass, field
 
 from swarmdeck.catalog.records import EventRecord
-from swarmdeck.views.fleet import one_line
+from swarmdeck.views.text import one_line
 
 HEAD_CHARS = 160
 
