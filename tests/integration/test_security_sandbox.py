@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from swarmdeck.secrets import redact
+from swarmdeck.secrets.redact import Redactor
 from swarmdeck.secrets.store import CredentialStore
 from swarmdeck.tools.base import READ_ONLY_MODES
 from swarmdeck.tools.builtins.shell import SHELL_TOOL
@@ -129,6 +131,34 @@ async def test_encodings_of_the_key_file_never_come_back(
         assert KEY[::-1] not in text and KEY.encode().hex() not in text
         if sandbox_kind != "none":
             assert "exit_code: 0" not in text, text  # the file is not there, or not readable
+
+
+def _pieces_of_the_key(text: str) -> list[str]:
+    """Every 12-character piece of the key (or 24-digit piece of its hex) that `text` shows
+    once whitespace is gone, and what xxd -r and base64 -d rebuild from it."""
+    squeezed = "".join(text.split())
+    hexed = KEY.encode().hex()
+    rebuilt = [squeezed]
+    for inverse in (["xxd", "-r"], ["xxd", "-r", "-p"], ["base64", "-di"]):
+        done = subprocess.run(inverse, input=text.encode(), capture_output=True)
+        rebuilt.append(done.stdout.decode("latin-1"))
+    pieces = [KEY[i : i + 12] for i in range(len(KEY) - 11)]
+    pieces += [hexed[i : i + 24] for i in range(0, len(hexed) - 23, 2)]
+    return [piece for piece in pieces if any(piece in seen for seen in rebuilt)]
+
+
+@pytest.mark.parametrize("tool", ["xxd", "xxd -p", "hexdump -C", "od -c", "base64 -w 20"])
+async def test_a_dump_of_a_key_in_the_project_is_masked_line_by_line(
+    sandbox_kind: str, box: dict[str, Path], tool: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A project that holds the key in a file of its own (a .env): the tools may read it,
+    and what they print of it, spread over lines, is masked."""
+    (box["work"] / "env.txt").write_text(f"OPENAI_API_KEY={KEY}\n")
+    monkeypatch.setattr(redact, "_default", Redactor([KEY]))  # as load_redactor gives it
+    ctx = _ctx(box, "code", no_sandbox=sandbox_kind == "none")
+    out = await call(SHELL_TOOL, ctx, argv=["sh", "-c", f"{tool} env.txt"])
+    assert out.content.startswith("exit_code: 0") and "[REDACTED]" in out.content, out.content
+    assert _pieces_of_the_key(out.content) == []
 
 
 _PARENT = """

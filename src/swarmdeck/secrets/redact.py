@@ -8,10 +8,11 @@ import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from swarmdeck.secrets.dumps import REDACTED, mask_dumps
+
 if TYPE_CHECKING:
     from swarmdeck.secrets.store import CredentialStore
 
-REDACTED = "[REDACTED]"
 # Shorter "secrets" would redact trivia ("test", "admin") all over transcripts.
 MIN_SECRET_LEN = 8
 CONFIGURED_KEY = "configured key"
@@ -109,19 +110,24 @@ def _redact_shapes(text: str) -> str:
     return "".join(parts)
 
 
-def encoded_forms(secret: str) -> list[str]:
-    """The secret and the ways a tool could print it encoded: reversed (`rev`), hex
-    (`xxd -p`, `od`-like dumps), and base64 (`base64`) at each of the three byte alignments
-    it can start at in a longer text (only the part every alignment fixes is kept)."""
-    raw = secret.encode()
-    forms = [secret, secret[::-1], raw.hex(), raw.hex().upper()]
+def base64_cores(raw: bytes) -> list[str]:
+    """What base64 of a longer text shows of `raw`, at each of the three byte alignments it
+    can start at (only the part every alignment fixes is kept), plain and URL-safe."""
+    cores = []
     for shift in range(3):
         for encode in (base64.b64encode, base64.urlsafe_b64encode):
             text = encode(b"\0" * shift + raw).decode()
             # The first quartet mixes in the bytes before the secret, the last partial one
             # the bytes after it.
-            core = text[4 if shift else 0 : (shift + len(raw)) // 3 * 4]
-            forms.append(core)
+            cores.append(text[4 if shift else 0 : (shift + len(raw)) // 3 * 4])
+    return [c for c in dict.fromkeys(cores) if len(c) >= MIN_SECRET_LEN]
+
+
+def encoded_forms(secret: str) -> list[str]:
+    """The secret and the ways a tool could print it on one line: reversed (`rev`), hex
+    (`xxd -p`) and base64 (secrets/dumps.py reads the layouts that spread it over lines)."""
+    raw = secret.encode()
+    forms = [secret, secret[::-1], raw.hex(), raw.hex().upper(), *base64_cores(raw)]
     return [f for f in dict.fromkeys(forms) if len(f) >= MIN_SECRET_LEN]
 
 
@@ -134,6 +140,8 @@ class Redactor:
         # Immutable tuples swapped on add(): redact() reads them without taking the lock.
         self._secrets: tuple[str, ...] = ()
         self._known: tuple[str, ...] = ()
+        self._raw: tuple[bytes, ...] = ()
+        self._base64: tuple[str, ...] = ()
         for secret in known_secrets:
             self.add(secret)
 
@@ -149,6 +157,8 @@ class Redactor:
             if secret in self._secrets:
                 return
             self._secrets = (*self._secrets, secret)
+            self._raw = (*self._raw, secret.encode())
+            self._base64 = (*self._base64, *base64_cores(secret.encode()))
             forms = {*self._known, *encoded_forms(secret)}
             # Longest first, so a secret that contains another is replaced whole.
             self._known = tuple(sorted(forms, key=len, reverse=True))
@@ -157,6 +167,9 @@ class Redactor:
         """`text` with every known secret and credential shape replaced by [REDACTED]."""
         if not text:
             return text
+        # Dumps first: a plain replacement inside one dump line would cut the run the
+        # dump reader needs to see the rest of the key.
+        text = mask_dumps(text, self._raw, self._base64)
         for secret in self._known:
             if secret in text:
                 text = text.replace(secret, REDACTED)
@@ -179,6 +192,8 @@ class Redactor:
         if not text:
             return None
         if any(secret in text for secret in self._known):
+            return CONFIGURED_KEY
+        if mask_dumps(text, self._raw, self._base64) != text:
             return CONFIGURED_KEY
         match = _find_shape(text)
         return _SHAPES[match.lastgroup][0] if match and match.lastgroup else None
