@@ -17,6 +17,7 @@ from swarmdeck.catalog.supervisors import SupervisorRegistry
 from swarmdeck.catalog.workers import WorkerRegistry
 from swarmdeck.runtime.host import Host, SessionRequest
 from tests.conftest import Store, cli_env, run_cli, write_provider
+from tests.integration.test_fleet_submit import explore_script
 from tests.integration.test_fleet_support import Fleet
 from tests.integration.test_sessions_support import (
     Agent,
@@ -136,3 +137,42 @@ def test_processes_keeps_n_workers_restarts_the_dead_and_scales(sd_home: Path) -
     assert "restarting" in err and "scaling from 2 to 1" in err
     wait_for(lambda: not registry.alive("worker"), timeout=30, what="its workers to stop")
     assert SupervisorRegistry(catalog.engine).rows() == []  # marked stopped
+
+
+def test_a_process_that_ends_with_nothing_left_is_not_taken_over(
+    store: Store, sd_home: Path, workdir: Path, fake_llm, fleet: Fleet
+) -> None:
+    """A run that finished its session closes its executor row: the next worker takes
+    nothing over and says nothing. A worker stopped (SIGTERM) while its session still
+    lives leaves it to be taken over, and the next worker says whose."""
+    write_provider(sd_home, "fake", fake_llm.openai_base_url)
+    fake_llm.set_script(explore_script())
+    catalog = open_catalog()
+    registry = WorkerRegistry(catalog.engine)
+    res = run_cli(
+        sd_home, "dispatch", "--provider", "fake", "--mode", "explore", "--workdir",
+        str(workdir), "--task", "what does main return?", "--local", timeout=120,
+    )  # fmt: skip
+    assert res.code == 0, res.stderr
+    assert registry.rows() == []  # closed by itself; nothing waits for a takeover
+    quiet = run_cli(sd_home, "worker", "--once", "--max-seconds", "30", timeout=120)
+    assert quiet.code == 0, quiet.stderr
+    assert "took over" not in quiet.stdout + quiet.stderr
+
+    fake_llm.set_script(Scripted({"chat": Agent([text("ready")], rest="ok")}))
+    worker = fleet.start("host-a")
+    sid = (
+        Host()
+        .create_session(
+            SessionRequest("chat", "fake", workdir, options={"one_shot": False}), fleet=True
+        )
+        .id
+    )
+    wait_for(lambda: catalog.get_session(sid).status == "idle", what="the session to rest")
+    worker.signal(signal.SIGTERM)
+    assert worker.proc.wait(timeout=60) == 0
+    [row] = registry.rows()
+    assert (row.executor_id, row.stopped) == (worker.executor_id, True)
+    res = run_cli(sd_home, "worker", "--once", "--max-seconds", "30", timeout=120)
+    assert res.code == 0, res.stderr
+    assert f"took over the sessions of {worker.executor_id}" in res.stderr

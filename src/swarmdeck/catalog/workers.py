@@ -86,13 +86,16 @@ class WorkerRegistry:
             ).rowcount
         return renewed == 1
 
-    def stop(self, executor_id: str) -> None:
-        """Mark a clean exit; its unfinished sessions become claimable at once."""
+    def stop(self, executor_id: str, *, left_work: bool = True) -> None:
+        """Mark a clean exit; its unfinished sessions become claimable at once. An executor
+        that leaves no work closes its own row: nobody takes it over (or says so), and the
+        workers list forgets it."""
+        done = {} if left_work else {"recovered_by": executor_id, "recovered_at": time.time()}
         with self.engine.begin() as conn:
             conn.execute(
                 schema.workers.update()
                 .where(schema.workers.c.executor_id == executor_id)
-                .values(stopped=True)
+                .values(stopped=True, **done)
             )
 
     def rows(self) -> list[WorkerRow]:

@@ -42,6 +42,8 @@ from swarmdeck.config import Settings
 from swarmdeck.runtime.services import Services, services, set_services
 from swarmdeck.runtime.session import SUPERSEDED, run_session
 
+log = logging.getLogger(__name__)
+
 APP_NAME = "swarmdeck"
 # A fixed version: every process of a release must agree on it, or recovery (which is
 # filtered by application version) would skip the sessions another process started.
@@ -259,6 +261,20 @@ class Engine:
         # whether or not this process takes over its sessions.
         self.services.limiter.free_slots_of(self.workers.crashed())
 
+    def _left_work(self) -> bool:
+        """Whether this executor leaves unfinished workflows or sessions it was to start
+        (when the store cannot say, it does: a needless takeover costs a query, a missed
+        one a session)."""
+        try:
+            if self.services.catalog.pending_of([self.executor_id]):
+                return True
+            if not self._launched:
+                return False
+            return bool(_dbos()._sys_db.get_pending_workflows(self.executor_id, APP_VERSION))
+        except Exception:
+            log.warning("could not tell whether this process left work; leaving it claimable")
+            return True
+
     @property
     def launched(self) -> bool:
         """True once DBOS runs in this process."""
@@ -274,7 +290,7 @@ class Engine:
         self._stop.set()
         try:
             if self._heartbeat is not None:
-                self.workers.stop(self.executor_id)
+                self.workers.stop(self.executor_id, left_work=self._left_work())
         finally:
             if self._launched:
                 DBOS.destroy(workflow_completion_timeout_sec=0)
