@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from swarmdeck.catalog.workers import WorkerRegistry
 from swarmdeck.errors import UsageError
 
 if TYPE_CHECKING:
@@ -49,11 +50,17 @@ class SessionActions:
         return self._deliver(session_id, text, "message", self.host.send)
 
     def answer(self, session_id: str, text: str) -> ActionResult:
-        """Answer the session's ask_user question."""
-        return self._deliver(session_id, text, "answer", self.host.answer)
+        """Answer the session's ask_user question; a session no live process runs (its
+        process ended, as the demo's does) is resumed in a process of its own to take it."""
+        return self._deliver(session_id, text, "answer", self.host.answer, resume=True)
 
     def _deliver(
-        self, session_id: str, text: str, what: str, post: Callable[[str, str], bool]
+        self,
+        session_id: str,
+        text: str,
+        what: str,
+        post: Callable[[str, str], bool],
+        resume: bool = False,
     ) -> ActionResult:
         if not text.strip():
             return ActionResult(False, f"the {what} is empty; nothing was sent")
@@ -61,12 +68,19 @@ class SessionActions:
             post(session_id, text)
         except UsageError as exc:
             return ActionResult(False, exc.one_line())
-        note = (
-            ""
-            if self._served(session_id)
-            else " (no worker runs it now: it reads it when one does)"
-        )
-        return ActionResult(True, f"{what} delivered to {session_id}{note}")
+        delivered = f"{what} delivered to {session_id}"
+        if self._served(session_id):
+            return ActionResult(True, delivered)
+        if resume and self._orphaned(session_id):
+            record = self.host.catalog.get_session(session_id)
+            return ActionResult(
+                True, f"{delivered}; {self.resume(session_id, Path(record.run_dir)).message}"
+            )
+        return ActionResult(True, f"{delivered} (no worker runs it now: it reads it when one does)")
+
+    def _orphaned(self, session_id: str) -> bool:
+        record = self.host.catalog.get_session(session_id)
+        return session_id in WorkerRegistry(self.host.catalog.engine).orphaned([record])
 
     def _served(self, session_id: str) -> bool:
         record = self.host.catalog.get_session(session_id)
