@@ -20,6 +20,7 @@ per-worker and global concurrency. Two pieces DBOS lacks are added beside it, he
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import inspect
 import json
@@ -508,6 +509,21 @@ def ring_offline(settings: Settings, wf_id: str) -> None:
         client.send(wf_id, "ring", "doorbell")
     except Exception:  # no such workflow yet: the inbox keeps the message
         pass
+    finally:
+        client.destroy()
+
+
+def cancel_offline(settings: Settings, cancel: list[str], ring: list[str]) -> None:
+    """Stop these workflows and ring those doorbells from a process that runs no engine:
+    DBOS's client writes the system tables, and whichever process runs a workflow stops it
+    at its next step (a finished one is left as it is)."""
+    client = DBOSClient(system_database_url=settings.store_url)
+    try:
+        for wf_id in cancel:
+            client.cancel_workflow(wf_id)
+        for wf_id in ring:
+            with contextlib.suppress(Exception):  # no such workflow: nothing waits on it
+                client.send(wf_id, "ring", "doorbell")
     finally:
         client.destroy()
 

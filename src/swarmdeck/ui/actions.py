@@ -1,10 +1,10 @@
-"""What the TUI does to sessions, through the same calls as the CLI: Host.send and
-Host.answer in this process; cancel and resume as `swarmdeck sessions cancel|resume`
-processes, which run the engine (and its logging) away from the screen."""
+"""What the TUI does to sessions, through the same calls as the CLI: Host.send, Host.answer
+and Host.cancel_offline in this process, none of which starts the engine here; resume as a
+`swarmdeck sessions resume` process, which runs the session (and its logging) away from
+the screen and outlives the TUI."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from collections.abc import Callable
@@ -17,9 +17,6 @@ from swarmdeck.errors import UsageError
 
 if TYPE_CHECKING:
     from swarmdeck.runtime.host import Host
-
-# Cancelling starts the engine in its process: allow for a slow store.
-CANCEL_TIMEOUT_S = 120.0
 
 
 @dataclass
@@ -87,15 +84,15 @@ class SessionActions:
         return any(w.executor_id == record.executor for w in self.host.fleet_workers())
 
     def cancel(self, session_id: str) -> ActionResult:
-        """Cancel the session and every sub-agent below it (`swarmdeck sessions cancel`)."""
-        done = _cli("sessions", "cancel", session_id, timeout=CANCEL_TIMEOUT_S)
-        if done.returncode != 0:
-            return ActionResult(False, _last_line(done.stderr) or "cancel failed")
+        """Cancel the session and every sub-agent below it (Host.cancel_offline: the same
+        tree as `swarmdeck sessions cancel`, with no engine started here)."""
         try:
-            cancelled = json.loads(done.stdout.strip().splitlines()[-1])["cancelled"]
-        except (ValueError, KeyError, IndexError):
-            return ActionResult(False, "cancel printed no result")
-        return ActionResult(True, f"cancelled {len(cancelled)} session(s)")
+            cancelled = self.host.cancel_offline(session_id)
+        except UsageError as exc:
+            return ActionResult(False, exc.one_line())
+        if not cancelled:
+            return ActionResult(False, f"{session_id} had already ended; nothing was cancelled")
+        return ActionResult(True, f"cancelled {len(cancelled)} session(s): {', '.join(cancelled)}")
 
     def resume(self, session_id: str, log_dir: Path) -> ActionResult:
         """Resume a failed or orphaned session in a process of its own
@@ -111,18 +108,3 @@ class SessionActions:
                 start_new_session=True,
             )
         return ActionResult(True, f"resuming {session_id} (log: {log})")
-
-
-def _cli(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "swarmdeck", *args],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def _last_line(text: str) -> str:
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1] if lines else ""
