@@ -177,3 +177,14 @@ async def test_keys_and_a_paste_right_after_slash_all_reach_the_search(
         # A slash typed in the search is text, not a new search.
         await pilot.press("slash")
         assert search.value == "release review/"
+
+
+async def test_a_poll_while_the_app_closes_is_dropped(store: Store, tmp_path: Path) -> None:
+    catalog = Catalog.open(store.url)
+    seed_fleet(catalog, tmp_path)
+    app = deck(catalog)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        # As on quit: the widgets are gone and the poll timer ticks once more.
+        await app.query_one("#sessions").remove()
+        app.poll()

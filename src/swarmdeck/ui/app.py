@@ -182,6 +182,7 @@ class DeckApp(App[None]):
         self.load_cpu_s = time.thread_time() - started
         self.call_from_thread(self.show_fleet, fleet, lines)
 
+    @while_shown  # its timer may tick once more while the app closes
     def poll(self) -> None:
         """Twice a second: redraw the ages and timers that moved, and look for changes in
         the store (off this thread)."""
