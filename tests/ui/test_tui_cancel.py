@@ -24,7 +24,7 @@ from tests.integration.test_sessions_support import (
     status_is,
     wait_for,
 )
-from tests.ui.pilot_support import SIZE, deck, loaded, until
+from tests.ui.pilot_support import SIZE, deck, loaded, notices, until
 
 pytestmark = pytest.mark.fleet
 
@@ -39,11 +39,6 @@ def workflow_statuses(catalog, ids: list[str]) -> set[str]:
             {"ids": ids},
         )
         return {r.status for r in rows}
-
-
-def notices(app) -> list[str]:
-    """The messages the app notified, oldest first."""
-    return [str(n.message) for n in app._notifications]
 
 
 async def test_cancel_from_the_tui_stops_the_session_and_its_sub_agent(

@@ -318,7 +318,7 @@ def cancel_tree_offline(
     live, told = _mark_cancelled(session_id, reason, True, catalog)
     flows = [workflow_id(i, catalog.get_session(i).generation) for i in live]
     wake = flows + ([workflow_id(told, catalog.get_session(told).generation)] if told else [])
-    cancel_offline(settings, flows, wake)
+    cancel_offline(settings, catalog.engine, flows, wake)
     return live
 
 
