@@ -38,6 +38,8 @@ def test_keyless_providers_are_ready_only_when_they_answer(sd_home: Path, fake_l
         "connection refused",
     )
     assert by_key["mute"]["ready"] is False
+    # The demo's scripted provider serves itself in the process that calls it: never probed.
+    assert (by_key["demo"]["ready"], by_key["demo"]["scripted"]) == (True, True)
     assert by_key["mute"]["not_answering"].startswith("no answer within")
     assert took < 15  # the probes run at once, each with a short timeout
     assert text.code == 0

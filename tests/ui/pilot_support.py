@@ -55,6 +55,11 @@ def list_lines(app: DeckApp) -> list[str]:
     return [app.session_list.line_text(ln, width).plain.rstrip() for ln in app.session_list.lines]
 
 
+def notices(app: DeckApp) -> list[str]:
+    """The messages the app notified, oldest first."""
+    return [str(n.message) for n in app._notifications]
+
+
 def screen_text(app: DeckApp) -> str:
     """What the whole screen shows, as text."""
     return "\n".join(

@@ -1,6 +1,7 @@
 """What a newcomer does after `make demo`, with no manual: `swarmdeck tui` shows the demo's
 tree; they open the coordinator's transcript, read its artifact, and answer the session
-that waits for them, reading the keys off the footer."""
+that waits for them, reading the keys off the footer; the answered session finishes
+although the demo's process has ended."""
 
 from __future__ import annotations
 
@@ -71,3 +72,29 @@ async def test_after_the_demo_the_tui_shows_its_tree_and_answers_its_question(
         await until(pilot, "the answer stored", lambda: inbox(catalog, waiting.id) != [], 20)
         [(kind, payload)] = inbox(catalog, waiting.id)
         assert kind == "answer" and '"main"' in payload
+        # The demo's process is gone: the TUI resumes the session in a process of its own,
+        # which serves the demo's script itself, and the session finishes with the answer.
+        await until(
+            pilot,
+            "the answered session to finish",
+            lambda: catalog.get_session(waiting.id).terminal,
+            120,
+        )
+        done = catalog.get_session(waiting.id)
+        assert done.status == "completed", done.error
+        assert done.final_text == "Noted: the user answered: main. Drafting the notes from it."
+        # It leaves the needs-me view; every session again, and it shows as completed.
+        await until(
+            pilot,
+            "the needs-me view to empty",
+            lambda: not any(ln.row for ln in app.session_list.lines),
+        )
+        await pilot.press("n")
+        await until(
+            pilot,
+            "the tree to show it",
+            lambda: any(
+                ln.row and ln.row.id == waiting.id and ln.row.status == "completed"
+                for ln in app.session_list.lines
+            ),
+        )

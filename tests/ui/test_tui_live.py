@@ -16,7 +16,7 @@ from swarmdeck.catalog import schema
 from swarmdeck.catalog.catalog import Catalog
 from swarmdeck.ui.dialogs import ConfirmDialog, PromptDialog
 from tests.conftest import Store
-from tests.ui.pilot_support import SIZE, deck, list_lines, loaded, screen_text, until
+from tests.ui.pilot_support import SIZE, deck, list_lines, loaded, notices, screen_text, until
 from tests.ui.seed import seed_fleet
 
 
@@ -111,6 +111,14 @@ async def test_send_answer_and_cancel_reach_the_session(store: Store, tmp_path: 
             timeout=120,
         )
         assert catalog.get_session(s.reviewer).status == "completed"
+        # No engine ever ran on this store (no workflow tables): the cancel still succeeds.
+        await until(
+            pilot,
+            "the cancel's result",
+            lambda: any(n.startswith("cancelled 2 session(s)") for n in notices(app)),
+        )
+        [said] = [n for n in notices(app) if n.startswith("cancelled 2 session(s)")]
+        assert s.coordinator in said and s.tester in said
         await until(
             pilot,
             "the cancelled badge",

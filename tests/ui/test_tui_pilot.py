@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.text import Text
+from textual import events
+from textual.widgets import Input
 
 from swarmdeck.catalog.catalog import Catalog
 from swarmdeck.ui.dialogs import ArtifactDialog
@@ -147,3 +149,42 @@ async def test_jumps_copy_and_artifacts(store: Store, tmp_path: Path) -> None:
         assert app.session_list.has_focus
         await pilot.press("p")  # a root has no parent: said, nothing moves
         assert app.session_list.selected_id == s.coordinator
+
+
+async def test_keys_and_a_paste_right_after_slash_all_reach_the_search(
+    store: Store, tmp_path: Path
+) -> None:
+    catalog = Catalog.open(store.url)
+    seed_fleet(catalog, tmp_path)
+    app = deck(catalog)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        search = app.query_one("#search", Input)
+        # As a terminal delivers a fast typist's keys, or a paste without bracketed paste:
+        # all at once, none waiting for the one before to be handled. Each of these keys is
+        # also a binding of the list (cancel, send, answer, filter, needs me).
+        typed = "csafn"
+        for key in ["slash", *typed]:
+            app.post_message(events.Key(key, "/" if key == "slash" else key))
+        await until(pilot, "the typed search", lambda: search.value == typed)
+        assert app.screen is app.screen_stack[0]  # no dialog opened by a key meant for search
+        await pilot.press("escape")
+        # A bracketed paste right after the slash.
+        app.post_message(events.Key("slash", "/"))
+        app.post_message(events.Paste("release review"))
+        await until(pilot, "the pasted search", lambda: app.filter.text == "release review")
+        assert search.value == "release review"
+        # A slash typed in the search is text, not a new search.
+        await pilot.press("slash")
+        assert search.value == "release review/"
+
+
+async def test_a_poll_while_the_app_closes_is_dropped(store: Store, tmp_path: Path) -> None:
+    catalog = Catalog.open(store.url)
+    seed_fleet(catalog, tmp_path)
+    app = deck(catalog)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        # As on quit: the widgets are gone and the poll timer ticks once more.
+        await app.query_one("#sessions").remove()
+        app.poll()

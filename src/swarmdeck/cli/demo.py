@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import tempfile
-from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +20,9 @@ from swarmdeck.cli.sessions import render_tree
 if TYPE_CHECKING:
     from swarmdeck.runtime.host import Host
 
+# The packaged scripted provider (models/providers/demo.yaml): every process that runs a
+# demo session serves its script itself, so the waiting session finishes after the demo.
+DEMO_MODEL = "demo:scripted"
 # The provider the closing hint sends a new user to.
 NEXT_PROVIDER = "openai"
 # A second session that asks you a question and is left waiting for the answer.
@@ -68,56 +70,39 @@ def make_demo_project() -> Path:
     return root
 
 
-def demo_script() -> Path:
-    """The packaged script of the demo's model."""
-    return Path(str(files("swarmdeck.testing") / "scripts" / "demo.yaml"))
-
-
 @app.command()
 def demo() -> None:
     """Run a durable session against a scripted model: no key and no network needed."""
     from swarmdeck.cli.run import run_and_follow
-    from swarmdeck.models.registry import ProviderConfig
     from swarmdeck.runtime.host import Host, SessionRequest
-    from swarmdeck.testing.fake_llm import FakeLLM
 
     console = Console()
     project = make_demo_project()
     console.print(
         Panel.fit(
-            "The model in this demo is [bold]scripted[/]: a fake LLM server on 127.0.0.1 "
-            "answers from a fixed script,\nthrough the real OpenAI SDK. Everything else is real: "
-            "the durable session on SQLite,\nthe tools confined to the project directory, "
-            "and the transcript in the catalog.",
+            "The model in this demo is [bold]scripted[/]: a fake LLM server on 127.0.0.1, "
+            "started by the process\nthat runs the session, answers from a fixed script "
+            "through the real OpenAI SDK.\nEverything else is real: the durable session on "
+            "SQLite, the tools confined to the project\ndirectory, and the transcript in the "
+            "catalog.",
             title="swarmdeck demo",
             border_style="cyan",
         )
     )
     console.print(f"project: {project}\n")
-    with FakeLLM(demo_script()) as fake:
-        host = Host()
-        host.services.providers.register(
-            ProviderConfig(
-                key="demo",
-                kind="openai",
-                base_url=fake.openai_base_url,
-                model="scripted",
-                display_name="scripted demo model",
-                needs_key=False,
-            )
-        )
-        record = host.create_session(
-            SessionRequest(DEMO_TASK, "demo:scripted", project, title="swarmdeck demo")
-        )
+    host = Host()
+    record = host.create_session(
+        SessionRequest(DEMO_TASK, DEMO_MODEL, project, title="swarmdeck demo")
+    )
 
-        async def go() -> str:
-            try:
-                await run_and_follow(host, record.id)
-                return await leave_a_question(host, project)
-            finally:
-                host.shutdown()
+    async def go() -> str:
+        try:
+            await run_and_follow(host, record.id)
+            return await leave_a_question(host, project)
+        finally:
+            host.shutdown()
 
-        question = asyncio.run(go())
+    question = asyncio.run(go())
     _summary(console, host, record.id, project)
     console.print(
         f"\nsession [bold]{question}[/] is waiting for [bold magenta]your answer[/]: open "
@@ -133,7 +118,7 @@ async def leave_a_question(host: Host, project: Path) -> str:
     from swarmdeck.runtime.host import SessionRequest
 
     record = host.create_session(
-        SessionRequest(QUESTION_TASK, "demo:scripted", project, title="a question for you")
+        SessionRequest(QUESTION_TASK, DEMO_MODEL, project, title="a question for you")
     )
     await host.start(record.id)
     deadline = time.monotonic() + QUESTION_WAIT_S

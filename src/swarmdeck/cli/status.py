@@ -43,7 +43,9 @@ def collect_status() -> dict[str, Any]:
     store = CredentialStore(settings.credentials_dir)
     configs = ProviderRegistry.load(settings.providers_dir).all()
     # A keyless provider (Ollama, vLLM) is a server of the user's: ready only if it answers.
-    silence = asyncio.run(_probe_all([p.base_url for p in configs if not p.needs_key]))
+    # A scripted one (the demo's) is served by the process that calls it: always ready.
+    probed = [p for p in configs if not p.needs_key and p.script is None]
+    silence = asyncio.run(_probe_all([p.base_url for p in probed]))
     providers = []
     for p in configs:
         entry: dict[str, Any] = {
@@ -54,7 +56,9 @@ def collect_status() -> dict[str, Any]:
             "has_key": store.has(p.key) if p.needs_key else None,
             "ready": store.has(p.key),
         }
-        if not p.needs_key:
+        if p.script is not None:
+            entry.update(ready=True, scripted=True)
+        elif not p.needs_key:
             why = silence[p.base_url]
             entry.update(ready=why is None, answering=why is None, not_answering=why)
         providers.append(entry)

@@ -41,11 +41,13 @@ def _models_of(config: ProviderConfig) -> list[str]:
 
 
 def available_models(registry: ProviderRegistry, has_key: Callable[[str], bool]) -> list[ModelInfo]:
-    """Every model of every ready provider, sorted by name."""
+    """Every model of every ready provider (scripted ones aside), sorted by name."""
     found: list[ModelInfo] = []
     for config in registry.all():
         if config.needs_key and not has_key(config.key):
             continue
+        if config.script is not None:
+            continue  # a scripted model answers its own script only: never one to choose
         for model in _models_of(config):
             price_in, price_out = _prices(config.key, model)
             found.append(

@@ -21,6 +21,10 @@ def build_chat_model(
     # Checked here so a missing key fails before any session starts; the value is not kept.
     if config.needs_key and not key_loader():
         raise missing_key(config.key)
+    if config.script is not None:
+        from swarmdeck.models.scripted import serve_script
+
+        config = config.model_copy(update={"base_url": serve_script(config.script)})
     # Imported here: each SDK costs 0.5-1.5 s to import, and a run needs only its own.
     if config.kind == "anthropic":
         from swarmdeck.models.anthropic import AnthropicModel

@@ -52,6 +52,10 @@ class ProviderConfig(BaseModel):
     max_attempts: int = Field(default=5, ge=1, le=50)
     # Read timeout of one call; also how long a crashed caller's limiter slot stays taken.
     timeout_s: float = Field(default=600.0, gt=0)
+    # A scripted model (the demo's): a packaged script of swarmdeck.testing, served by a
+    # fake server on loopback that each process calling it starts on demand (models/
+    # scripted.py); base_url is then only the loopback host it binds.
+    script: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9_-]*$")
 
     @field_validator("base_url")
     @classmethod

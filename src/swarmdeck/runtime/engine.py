@@ -20,6 +20,7 @@ per-worker and global concurrency. Two pieces DBOS lacks are added beside it, he
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import inspect
 import json
@@ -33,6 +34,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import sqlalchemy as sa
 from dbos import DBOS, DBOSClient, DBOSConfig, SetWorkflowID
 from dbos._utils import INTERNAL_QUEUE_NAME
 
@@ -526,6 +528,33 @@ def ring_offline(settings: Settings, wf_id: str) -> None:
         pass
     finally:
         client.destroy()
+
+
+def cancel_offline(
+    settings: Settings, store: sa.Engine, cancel: list[str], ring: list[str]
+) -> None:
+    """Stop these workflows and ring those doorbells from a process that runs no engine:
+    DBOS's client writes the system tables, and whichever process runs a workflow stops it
+    at its next step (a finished one is left as it is). On a store no engine ever ran on
+    there is no workflow to stop."""
+    if not _has_workflow_tables(store):
+        return
+    client = DBOSClient(system_database_url=settings.store_url)
+    try:
+        for wf_id in cancel:
+            client.cancel_workflow(wf_id)
+        for wf_id in ring:
+            with contextlib.suppress(Exception):  # no such workflow: nothing waits on it
+                client.send(wf_id, "ring", "doorbell")
+    finally:
+        client.destroy()
+
+
+def _has_workflow_tables(store: sa.Engine) -> bool:
+    # DBOS keeps its tables in the schema `dbos` on PostgreSQL, beside ours on SQLite.
+    schema = "dbos" if store.dialect.name == "postgresql" else None
+    with store.connect() as conn:
+        return sa.inspect(conn).has_table("workflow_status", schema=schema)
 
 
 async def run_in_thread(fn: Callable[..., Any], *args: Any) -> Any:

@@ -216,6 +216,13 @@ class Host:
         self.launch()
         return await cancel_tree(session_id, reason)
 
+    def cancel_offline(self, session_id: str, reason: str = "cancelled by the user") -> list[str]:
+        """cancel() without launching the engine here (a TUI, a planner's tool): the same
+        tree, stopped through DBOS's client."""
+        from swarmdeck.runtime.tree import cancel_tree_offline
+
+        return cancel_tree_offline(self.catalog, self.settings, session_id, reason)
+
     async def continue_session(self, session_id: str, text: str) -> None:
         """Give an earlier session a new instruction and run it again (resume)."""
         found = self.services.redactor.contains_secret(text)

@@ -14,6 +14,7 @@ from swarmdeck.catalog.records import (
     SessionRecord,
     system_session_id,
 )
+from swarmdeck.config import Settings
 from swarmdeck.runtime.crashpoints import crash_point
 from swarmdeck.runtime.services import EngineOps, services
 from swarmdeck.runtime.traced import child_trace_options
@@ -304,6 +305,21 @@ def cancel_in_catalog(catalog: Catalog, session_id: str, reason: str) -> list[st
     """Cancel a session tree in the catalog alone, from a process without an engine; the
     workers that run its sessions stop their workflows. Returns the ids cancelled."""
     return _mark_cancelled(session_id, reason, True, catalog)[0]
+
+
+def cancel_tree_offline(
+    catalog: Catalog, settings: Settings, session_id: str, reason: str
+) -> list[str]:
+    """cancel_tree from a process that runs no engine (the TUI): the catalog records the
+    cancel, and DBOS's client stops the workflows and rings the doorbells, so the process
+    that runs them stops now instead of at its worker's next look. Returns the ids."""
+    from swarmdeck.runtime.engine import cancel_offline, workflow_id
+
+    live, told = _mark_cancelled(session_id, reason, True, catalog)
+    flows = [workflow_id(i, catalog.get_session(i).generation) for i in live]
+    wake = flows + ([workflow_id(told, catalog.get_session(told).generation)] if told else [])
+    cancel_offline(settings, catalog.engine, flows, wake)
+    return live
 
 
 def set_cron(session_id: str, cron: dict[str, Any] | None) -> None:

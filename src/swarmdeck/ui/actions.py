@@ -1,10 +1,10 @@
-"""What the TUI does to sessions, through the same calls as the CLI: Host.send and
-Host.answer in this process; cancel and resume as `swarmdeck sessions cancel|resume`
-processes, which run the engine (and its logging) away from the screen."""
+"""What the TUI does to sessions, through the same calls as the CLI: Host.send, Host.answer
+and Host.cancel_offline in this process, none of which starts the engine here; resume as a
+`swarmdeck sessions resume` process, which runs the session (and its logging) away from
+the screen and outlives the TUI."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from collections.abc import Callable
@@ -12,13 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from swarmdeck.catalog.workers import WorkerRegistry
 from swarmdeck.errors import UsageError
 
 if TYPE_CHECKING:
     from swarmdeck.runtime.host import Host
-
-# Cancelling starts the engine in its process: allow for a slow store.
-CANCEL_TIMEOUT_S = 120.0
 
 
 @dataclass
@@ -49,11 +47,17 @@ class SessionActions:
         return self._deliver(session_id, text, "message", self.host.send)
 
     def answer(self, session_id: str, text: str) -> ActionResult:
-        """Answer the session's ask_user question."""
-        return self._deliver(session_id, text, "answer", self.host.answer)
+        """Answer the session's ask_user question; a session no live process runs (its
+        process ended, as the demo's does) is resumed in a process of its own to take it."""
+        return self._deliver(session_id, text, "answer", self.host.answer, resume=True)
 
     def _deliver(
-        self, session_id: str, text: str, what: str, post: Callable[[str, str], bool]
+        self,
+        session_id: str,
+        text: str,
+        what: str,
+        post: Callable[[str, str], bool],
+        resume: bool = False,
     ) -> ActionResult:
         if not text.strip():
             return ActionResult(False, f"the {what} is empty; nothing was sent")
@@ -61,27 +65,34 @@ class SessionActions:
             post(session_id, text)
         except UsageError as exc:
             return ActionResult(False, exc.one_line())
-        note = (
-            ""
-            if self._served(session_id)
-            else " (no worker runs it now: it reads it when one does)"
-        )
-        return ActionResult(True, f"{what} delivered to {session_id}{note}")
+        delivered = f"{what} delivered to {session_id}"
+        if self._served(session_id):
+            return ActionResult(True, delivered)
+        if resume and self._orphaned(session_id):
+            record = self.host.catalog.get_session(session_id)
+            return ActionResult(
+                True, f"{delivered}; {self.resume(session_id, Path(record.run_dir)).message}"
+            )
+        return ActionResult(True, f"{delivered} (no worker runs it now: it reads it when one does)")
+
+    def _orphaned(self, session_id: str) -> bool:
+        record = self.host.catalog.get_session(session_id)
+        return session_id in WorkerRegistry(self.host.catalog.engine).orphaned([record])
 
     def _served(self, session_id: str) -> bool:
         record = self.host.catalog.get_session(session_id)
         return any(w.executor_id == record.executor for w in self.host.fleet_workers())
 
     def cancel(self, session_id: str) -> ActionResult:
-        """Cancel the session and every sub-agent below it (`swarmdeck sessions cancel`)."""
-        done = _cli("sessions", "cancel", session_id, timeout=CANCEL_TIMEOUT_S)
-        if done.returncode != 0:
-            return ActionResult(False, _last_line(done.stderr) or "cancel failed")
+        """Cancel the session and every sub-agent below it (Host.cancel_offline: the same
+        tree as `swarmdeck sessions cancel`, with no engine started here)."""
         try:
-            cancelled = json.loads(done.stdout.strip().splitlines()[-1])["cancelled"]
-        except (ValueError, KeyError, IndexError):
-            return ActionResult(False, "cancel printed no result")
-        return ActionResult(True, f"cancelled {len(cancelled)} session(s)")
+            cancelled = self.host.cancel_offline(session_id)
+        except UsageError as exc:
+            return ActionResult(False, exc.one_line())
+        if not cancelled:
+            return ActionResult(False, f"{session_id} had already ended; nothing was cancelled")
+        return ActionResult(True, f"cancelled {len(cancelled)} session(s): {', '.join(cancelled)}")
 
     def resume(self, session_id: str, log_dir: Path) -> ActionResult:
         """Resume a failed or orphaned session in a process of its own
@@ -97,18 +108,3 @@ class SessionActions:
                 start_new_session=True,
             )
         return ActionResult(True, f"resuming {session_id} (log: {log})")
-
-
-def _cli(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "swarmdeck", *args],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def _last_line(text: str) -> str:
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1] if lines else ""

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rich.text import Text
 from textual import work
+from textual.actions import SkipAction
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -90,7 +91,10 @@ class DeckApp(App[None]):
     #transcript { height: 1fr; }
     """
     BINDINGS = [
-        Binding("slash", "search", "search"),
+        # Priority: run as the app reads the key, so the keys (or the paste) that came with
+        # it go to the search line; as an ordinary binding it ran only once the list had
+        # handled the `/`, and whatever arrived meanwhile went to the list (its bindings).
+        Binding("slash", "search", "search", priority=True),
         Binding("f", "filter_status", "filter"),
         Binding("n", "needs_me", "needs me"),
         Binding("escape", "clear_filter", "clear"),
@@ -178,6 +182,7 @@ class DeckApp(App[None]):
         self.load_cpu_s = time.thread_time() - started
         self.call_from_thread(self.show_fleet, fleet, lines)
 
+    @while_shown  # its timer may tick once more while the app closes
     def poll(self) -> None:
         """Twice a second: redraw the ages and timers that moved, and look for changes in
         the store (off this thread)."""
@@ -352,6 +357,10 @@ class DeckApp(App[None]):
 
     def action_search(self) -> None:
         """Open the search line."""
+        # The priority `/` searches from the main screen only: in the search line or a
+        # dialog's field it is text (skipped, the key goes on to the focused widget).
+        if len(self.screen_stack) > 1 or isinstance(self.focused, Input):
+            raise SkipAction()
         # At once, not on the next refresh: the keys typed after `/` are the search's.
         self.screen.set_focus(self.query_one("#search", Input))
 
