@@ -133,6 +133,16 @@ def test_ask_user_answered_from_another_process(
     assert code != 0 and "not waiting for an answer" in err, err
 
 
+def _executor_rows(catalog) -> int:
+    """How many executors ever registered on the store (ended ones too)."""
+    import sqlalchemy as sa
+
+    from swarmdeck.catalog import schema
+
+    with catalog.engine.connect() as conn:
+        return conn.execute(sa.select(sa.func.count()).select_from(schema.workers)).scalar_one()
+
+
 async def test_cancel_child_wakes_parent_then_rm_tree(
     sd_home: Path, workdir: Path, fake_llm
 ) -> None:
@@ -163,12 +173,14 @@ async def test_cancel_child_wakes_parent_then_rm_tree(
             what="two waiting children",
         )
         one, two = sorted(catalog.list_sessions(parent_id=session.id), key=lambda s: s.title)
+        executors = _executor_rows(catalog)
         rm, cancel = await asyncio.gather(
             cli(run_cli, sd_home, "sessions", "rm", session.id),
             cli(run_cli, sd_home, "sessions", "cancel", one.id),
         )
         assert rm.code != 0 and "still has live sessions" in rm.stderr, rm
         assert cancel.code == 0 and last_json(cancel.stdout) == {"cancelled": [one.id]}, cancel
+        assert _executor_rows(catalog) == executors  # no engine ran in the cancel's process
         assert catalog.get_session(session.id).status == "running"
         # Cancelling the last child wakes the parent from wait_for_agents at once.
         res = await cli(run_cli, sd_home, "sessions", "cancel", two.id)

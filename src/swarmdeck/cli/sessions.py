@@ -311,16 +311,10 @@ def cancel(
     """Cancel a session and every sub-agent below it."""
     from swarmdeck.runtime.host import Host
 
+    # No engine here: the catalog records the cancel and DBOS's client stops the
+    # workflows wherever they run (a process start, not an engine's, ~6 s under load).
     host = Host()
-    sid = host.catalog.resolve_session_id(session_id)
-
-    async def go() -> list[str]:
-        try:
-            return await host.cancel(sid)
-        finally:
-            host.shutdown()
-
-    cancelled = asyncio.run(go())
+    cancelled = host.cancel_offline(host.catalog.resolve_session_id(session_id))
     print(json.dumps({"cancelled": cancelled}))
 
 

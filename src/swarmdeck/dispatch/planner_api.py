@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -186,29 +185,10 @@ class PlannerApi:
         return {"session_id": sid, "delivered": True, "duplicate": not fresh}
 
     async def session_cancel(self, session_id: str) -> dict[str, Any]:
-        """Cancel a session and its sub-agents (through `swarmdeck sessions cancel`, which
-        runs the engine this process does not)."""
+        """Cancel a session and its sub-agents (the catalog records it; DBOS's client stops
+        their workflows wherever they run)."""
         sid = await self._resolve(session_id)
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "swarmdeck",
-            "sessions",
-            "cancel",
-            sid,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        out, err = await proc.communicate()
-        if proc.returncode != 0:
-            line = err.decode(errors="replace").strip().splitlines()
-            raise UsageError(
-                (line[-1] if line else f"cancel exited {proc.returncode}").removeprefix(
-                    "swarmdeck: error: "
-                )
-            )
-        return json.loads(out.decode())
+        return {"cancelled": await asyncio.to_thread(self.host.cancel_offline, sid)}
 
     async def artifact_get(self, link: str) -> dict[str, Any]:
         """An artifact's content: text as it is, anything else in base64."""
