@@ -100,7 +100,7 @@ def demo() -> None:
             await run_and_follow(host, record.id)
             return await leave_a_question(host, project)
         finally:
-            host.shutdown()
+            await host.aclose()
 
     question = asyncio.run(go())
     _summary(console, host, record.id, project)

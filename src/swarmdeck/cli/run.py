@@ -319,8 +319,7 @@ def _run_short(
             await stop_session(host, record.id, f"timeout: stopped by swarmdeck after {wall:g}s")
             return None
         finally:
-            await host.services.aclose()
-            host.shutdown()
+            await host.aclose()
 
     outcome = asyncio.run(go())
     final = host.catalog.get_session(record.id)

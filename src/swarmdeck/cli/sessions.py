@@ -249,8 +249,7 @@ def resume(
             outcome = await run_and_follow(host, sid, start=not failed)
             return outcome.get("status", "failed")
         finally:
-            await host.services.aclose()
-            host.shutdown()
+            await host.aclose()
 
     status = asyncio.run(go())
     final = host.catalog.get_session(sid)

@@ -172,7 +172,7 @@ async def _run(host: Host, session_id: str, quiet: bool) -> dict[str, Any]:
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
-        host.shutdown()
+        await host.aclose()
 
 
 def _show(

@@ -113,7 +113,7 @@ def stop() -> None:
                 if record is not None and not record.terminal:
                     cancelled += await host.cancel(sid, "stopped by `swarmdeck system stop`")
         finally:
-            host.shutdown()
+            await host.aclose()
         return cancelled
 
     cancelled = asyncio.run(go()) if stopped else []

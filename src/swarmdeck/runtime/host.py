@@ -97,6 +97,12 @@ class Host:
         )
         return [w for w in workers.alive("worker") if w.executor_id != mine]
 
+    async def aclose(self) -> None:
+        """shutdown() from inside an event loop: this process's MCP servers and connection
+        pools are closed on the loop first (shutdown() alone cannot await them there)."""
+        await self.services.aclose()
+        self.shutdown()
+
     def shutdown(self) -> None:
         """Stop the engine; unfinished sessions stay resumable."""
         # Before the engine stops: its loop must still run to close the pools opened on it.
