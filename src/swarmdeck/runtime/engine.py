@@ -52,6 +52,8 @@ SESSIONS_QUEUE = "swarmdeck_sessions"
 # added up to a second to every run's end.
 RESULT_POLL_SECONDS = 0.05
 ROLES = ("worker", "local")
+# The shortest timeout of a recv whose deadline has passed: it still takes its place.
+MIN_RECV_SECONDS = 0.001
 SESSION_WORKFLOW = "swarmdeck.session"
 ENDED_WORKFLOW_STATUSES = ["SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"]
 
@@ -108,6 +110,12 @@ class _DBOSDurable:
 
     async def recv(self, topic: str, timeout_s: float) -> Any:
         return await DBOS.recv_async(topic, timeout_s)
+
+    async def recv_until(self, topic: str, deadline: float) -> Any:
+        # DBOS records the timeout's end as it first runs this recv and a replay keeps that
+        # record, ignoring the timeout given: reading the clock here is replay-safe. Always
+        # a positive timeout: a replayed wait must take its place in the log.
+        return await DBOS.recv_async(topic, max(MIN_RECV_SECONDS, deadline - time.time()))
 
     async def now(self) -> float:
         return await DBOS.run_step_async({"name": "now"}, _wall_clock)
