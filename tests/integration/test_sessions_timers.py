@@ -4,6 +4,7 @@ cancel_cron; a rolled-over generation keeps the schedule and asks the model noth
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -146,3 +147,42 @@ async def test_a_wait_records_the_clock_in_its_own_steps(
     assert names == ["waiting_at", "DBOS.recv", "DBOS.sleep", "mail_at"], names
     waited = swarm.host.catalog.events(session.id, kinds=["tool_result"])[0]
     assert waited.payload["content"] == "waited 2 seconds (nap)"
+
+
+WAITERS = 20
+
+
+async def test_waiting_sessions_cost_the_store_one_poll_between_them(
+    store: Store, swarm: Swarm, fake_llm, workdir: Path
+) -> None:
+    """On SQLite the engine polls for messages: one read a pass for every waiting session
+    together, not one transaction each (DBOS's own poller: 20 sessions waiting 2 s were
+    some 800 transactions). Each still wakes at its deadline, and a message still ends a
+    wait early."""
+    if store.is_postgres:
+        pytest.skip("PostgreSQL wakes waiters by LISTEN/NOTIFY, without polling")
+    fake_llm.set_script(
+        Scripted({"napper": Agent([calls(call("wait", seconds=2, reason="nap")), text("up")])})
+    )
+    polls: list[float] = []
+
+    def count(_conn, _cursor, statement: str, *_args) -> None:  # type: ignore[no-untyped-def]
+        if statement.startswith("SELECT") and re.search(r"FROM (main\.)?notifications", statement):
+            polls.append(1.0)
+
+    engine = swarm.host.catalog.engine
+    sa.event.listen(engine, "before_cursor_execute", count)
+    try:
+        started = asyncio.get_running_loop().time()
+        sessions = [await swarm.start("napper", "fake", workdir=workdir) for _ in range(WAITERS)]
+        results = await asyncio.gather(*(s.result(timeout=60) for s in sessions))
+        elapsed = asyncio.get_running_loop().time() - started
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", count)
+    assert [r.text for r in results] == ["up"] * WAITERS
+    for s in sessions:
+        waited = swarm.host.catalog.events(s.id, kinds=["tool_result"])[0]
+        assert waited.payload["content"] == "waited 2 seconds (nap)"
+    passes = elapsed / swarm.host.settings.recv_poll_seconds + 10
+    # A pass's read, and each receive's own look when it starts and when it consumes.
+    assert len(polls) <= passes + 3 * WAITERS, (len(polls), passes)
