@@ -85,14 +85,18 @@ class ControlTools:
         # status: the first sets `waiting` and fixes the deadline (so a crash before the
         # engine recorded its sleep still wakes at the original time, not restart +
         # seconds), the one that ends the wait sets `running` back. A step of its own for
-        # the time, or for each status change, cost each wait three more engine steps.
+        # the time and for each status change cost each wait three more engine steps.
         look = await self.d.step("waiting_at", tree.wait_look, self.sid, WAIT_KINDS, args.seconds)
         crash_point("wait.sleeping")
+        deadline = look["deadline"]
         while not look["over"]:
-            await self.d.recv_until("doorbell", look["deadline"])
+            # A fresh look before each sleep: on a loaded machine (or after a restart) the
+            # deadline may have passed already, and this look ends the wait without one.
             look = await self.d.step(
-                "mail_at", tree.wait_look, self.sid, WAIT_KINDS, args.seconds, look["deadline"]
+                "mail_at", tree.wait_look, self.sid, WAIT_KINDS, args.seconds, deadline
             )
+            if not look["over"]:
+                await self.d.recv_until("doorbell", deadline)
         why = f" ({args.reason})" if args.reason else ""
         if look["pending"]:
             # A message (from a person, or a parent) ended the wait: it is answered first.
