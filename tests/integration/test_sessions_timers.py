@@ -12,6 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from swarmdeck import AgentSpec, Swarm
+from swarmdeck.testing.script import FakeRequest, Reply
 from tests.conftest import Store, write_provider
 from tests.integration.test_sessions_support import (
     Agent,
@@ -186,3 +187,33 @@ async def test_waiting_sessions_cost_the_store_one_poll_between_them(
     passes = elapsed / swarm.host.settings.recv_poll_seconds + 10
     # A pass's read, and each receive's own look when it starts and when it consumes.
     assert len(polls) <= passes + 3 * WAITERS, (len(polls), passes)
+
+
+async def test_messages_wake_waiters_polled_in_batches(
+    store: Store, swarm: Swarm, fake_llm, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SQLite poll looks waiters up a batch per statement: a message to each of
+    several waiting sessions, polled one per statement, still ends each one's wait early."""
+    from swarmdeck.runtime import engine
+
+    monkeypatch.setattr(engine, "POLL_BATCH", 1)
+
+    def waiter(req: FakeRequest) -> Reply:
+        if req.turn == 0:
+            return calls(call("wait", seconds=600, reason="nap"))
+        return text("answered")
+
+    fake_llm.set_script(waiter)
+    sessions = [
+        await swarm.start("nap", AgentSpec("fake", persistent=True), workdir=workdir)
+        for _ in range(3)
+    ]
+    catalog = swarm.host.catalog
+    for s in sessions:
+        await await_for(status_is(catalog, s.id, "waiting"))
+    for s in sessions:
+        await s.send("stop napping")
+    for s in sessions:
+        assert (await s.result(timeout=30)).text == "answered"
+        (waited,) = catalog.events(s.id, kinds=["tool_result"])
+        assert waited.payload["content"].startswith("wait ended early (nap)")

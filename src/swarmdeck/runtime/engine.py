@@ -55,6 +55,9 @@ RESULT_POLL_SECONDS = 0.05
 ROLES = ("worker", "local")
 # The shortest timeout of a recv whose deadline has passed: it still takes its place.
 MIN_RECV_SECONDS = 0.001
+# Waiting workflows looked up per statement of the SQLite message poll (a statement takes
+# at most 32,766 parameters).
+POLL_BATCH = 500
 SESSION_WORKFLOW = "swarmdeck.session"
 ENDED_WORKFLOW_STATUSES = ["SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"]
 
@@ -185,17 +188,21 @@ def _sqlite_listener(sys_db: Any) -> None:
             waiters = sys_db.notifications_map.snapshot()
             if waiters:
                 destinations = sorted({components[0] for _, components, _ in waiters})
+                found: set[tuple[str, str]] = set()
                 with sys_db.engine.connect() as conn:  # a read: no write lock
-                    found = set(
-                        conn.execute(
-                            sa.select(notifications.c.destination_uuid, notifications.c.topic)
-                            .where(
-                                notifications.c.destination_uuid.in_(destinations),
-                                notifications.c.consumed == False,  # noqa: E712
-                            )
-                            .distinct()
-                        ).tuples()
-                    )
+                    for at in range(0, len(destinations), POLL_BATCH):
+                        found.update(
+                            conn.execute(
+                                sa.select(notifications.c.destination_uuid, notifications.c.topic)
+                                .where(
+                                    notifications.c.destination_uuid.in_(
+                                        destinations[at : at + POLL_BATCH]
+                                    ),
+                                    notifications.c.consumed == False,  # noqa: E712
+                                )
+                                .distinct()
+                            ).tuples()
+                        )
                 for _, (destination, topic, _key), signal in waiters:
                     if (destination, topic) in found:
                         signal.set()
