@@ -233,10 +233,9 @@ def main() -> None:
     os.environ["SWARMDECK_HOME"] = str(home)
     if args.store:
         os.environ["SWARMDECK_STORE"] = args.store
-    from fake_server import fake_llm_process
+    from fake_server import bench_provider, fake_llm_process
 
     from swarmdeck.config import load_settings
-    from swarmdeck.models.registry import ProviderConfig
     from swarmdeck.runtime.host import Host, SessionRequest
 
     script = {
@@ -254,14 +253,7 @@ def main() -> None:
     counts = [int(n) for n in args.processes.split(",")]
     n = args.sessions
     with fake_llm_process(script) as base_url:
-        provider = ProviderConfig(
-            key="bench",
-            kind="openai",
-            base_url=base_url,
-            model="scripted",
-            needs_key=False,
-            concurrency=1024,
-        )
+        provider = bench_provider(base_url)
         (home / "providers").mkdir()
         (home / "providers" / "bench.yaml").write_text(
             "\n".join(

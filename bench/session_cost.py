@@ -134,10 +134,9 @@ def main() -> None:
     args = p.parse_args()
     home = Path(tempfile.mkdtemp(prefix="sd-cost-"))
     os.environ["SWARMDECK_HOME"] = str(home)
-    from fake_server import fake_llm_process
+    from fake_server import bench_provider, fake_llm_process
 
     from swarmdeck.config import load_settings
-    from swarmdeck.models.registry import ProviderConfig
     from swarmdeck.runtime.host import Host, SessionRequest
 
     turns = [{"tool_calls": [{"name": "wait", "arguments": {"seconds": args.wait}}]}]
@@ -146,14 +145,7 @@ def main() -> None:
     workdir.mkdir()
     n = args.sessions
     with fake_llm_process(script) as base_url:
-        provider = ProviderConfig(
-            key="bench",
-            kind="openai",
-            base_url=base_url,
-            model="scripted",
-            needs_key=False,
-            concurrency=1024,
-        )
+        provider = bench_provider(base_url)
         settings = load_settings()
         if args.recv_poll is not None:
             settings = dataclasses.replace(settings, recv_poll_seconds=args.recv_poll)
