@@ -9,7 +9,9 @@ fleet (`--processes N`: N `swarmdeck worker` processes serve the store and the s
 handed to them; a list such as `--processes 0,1,2` measures each, to show how throughput
 scales). The same run measures two bare-DBOS peers in this process: 1,000 x (sleep 1 s +
 one step), the figure in DBOS-NOTES.md, and 1,000 x (one step calling the LLM through the
-OpenAI SDK, sleep 1 s, one step calling the LLM): the same work without the runtime.
+OpenAI SDK, sleep 1 s, one step calling the LLM): the same work without the runtime. For
+each N > 0, bare DBOS's sleep + step is also run in N processes on one store, as our fleet's
+N workers were, and the ratio at equal processes is printed.
 Printed: wall times, ratios, throughput, peak memory of every process involved. The last
 line compares our best run with bare DBOS's sleep + step (goal: at most 1.5x, on SQLite,
 under 1 GiB in all).
@@ -35,6 +37,7 @@ from dbos import DBOS
 GOAL_RATIO = 1.5
 GOAL_MEMORY_MIB = 1024
 WORKER_READY_S = 120.0
+BARE_CHILD = [sys.executable, __file__, "--bare-child"]
 
 
 def parse_args() -> argparse.Namespace:
@@ -47,6 +50,7 @@ def parse_args() -> argparse.Namespace:
         help="comma-separated worker counts; 0 runs the sessions in this process",
     )
     p.add_argument("--store", default=None, help="postgresql://... (default: a fresh SQLite file)")
+    p.add_argument("--bare-child", type=int, default=0, help=argparse.SUPPRESS)
     return p.parse_args()
 
 
@@ -157,16 +161,81 @@ def stop_workers(procs: list[subprocess.Popen[bytes]]) -> float:
     return memory
 
 
+def bare_child(store_url: str, sessions: int, seconds: float) -> None:
+    """One of N bare-DBOS processes on one store: launch, say so, wait for the go, run
+    `sessions` x (sleep + step), print the wall time."""
+    from swarmdeck.catalog.db import create_db_engine
+
+    config = {
+        "name": "bench-bare",
+        "system_database_url": store_url,
+        "executor_id": f"bare-{os.getpid()}",
+        "max_executor_threads": 8,  # as swarmdeck's engine
+        "log_level": "WARNING",
+    }
+    if store_url.startswith("sqlite"):
+        config["system_database_engine"] = create_db_engine(store_url)  # WAL + NORMAL, as ours
+    DBOS(config=config)  # type: ignore[arg-type]
+    DBOS.launch()
+    print("ready", flush=True)
+    sys.stdin.readline()
+
+    async def run() -> float:
+        t0 = time.perf_counter()
+        handles = await asyncio.gather(
+            *(DBOS.start_workflow_async(bare_session, seconds) for _ in range(sessions))
+        )
+        await asyncio.gather(*(h.get_result() for h in handles))
+        return time.perf_counter() - t0
+
+    wall = asyncio.run(run())
+    print(f"done {wall}", flush=True)
+    DBOS.destroy()
+
+
+def bare_in_processes(processes: int, sessions: int, seconds: float, store: str | None) -> float:
+    """Bare DBOS's sleep + step in `processes` processes on one store (a fresh SQLite file
+    unless a store is given), the sessions shared out: the wall time from the go, given to
+    all at once after they launched, to the last one's end."""
+    url = store or f"sqlite:///{tempfile.mkdtemp(prefix='sd-bare-')}/bare.sqlite"
+    share = [sessions // processes + (i < sessions % processes) for i in range(processes)]
+    children = []
+    for k in share:  # one at a time: the first one creates the schema
+        child = subprocess.Popen(
+            [*BARE_CHILD, str(k), "--wait", str(seconds), "--store", url],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        children.append(child)
+    t0 = time.perf_counter()
+    for child in children:
+        assert child.stdin is not None
+        child.stdin.write("go\n")
+        child.stdin.flush()
+    for child in children:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        assert line.startswith("done"), line
+    wall = time.perf_counter() - t0
+    for child in children:
+        child.wait(timeout=60)
+    return wall
+
+
 def main() -> None:
     args = parse_args()
+    if args.bare_child:
+        bare_child(args.store, args.bare_child, args.wait)
+        return
     home = Path(tempfile.mkdtemp(prefix="sd-conc-"))
     os.environ["SWARMDECK_HOME"] = str(home)
     if args.store:
         os.environ["SWARMDECK_STORE"] = args.store
-    from fake_server import fake_llm_process
+    from fake_server import bench_provider, fake_llm_process
 
     from swarmdeck.config import load_settings
-    from swarmdeck.models.registry import ProviderConfig
     from swarmdeck.runtime.host import Host, SessionRequest
 
     script = {
@@ -184,14 +253,7 @@ def main() -> None:
     counts = [int(n) for n in args.processes.split(",")]
     n = args.sessions
     with fake_llm_process(script) as base_url:
-        provider = ProviderConfig(
-            key="bench",
-            kind="openai",
-            base_url=base_url,
-            model="scripted",
-            needs_key=False,
-            concurrency=1024,
-        )
+        provider = bench_provider(base_url)
         (home / "providers").mkdir()
         (home / "providers" / "bench.yaml").write_text(
             "\n".join(
@@ -240,11 +302,12 @@ def main() -> None:
                 left = set(ids)
                 while left:
                     time.sleep(0.05)
-                    done = {i for i in left if host.catalog.get_session(i).terminal}
-                    bad = [i for i in done if host.catalog.get_session(i).status != "completed"]
-                    assert not bad, bad[:3]
-                    left -= done
+                    # One query a poll: reading each session (1,000 reads every 50 ms) took
+                    # this process most of a core, which the workers it measures share.
+                    left &= set(host.catalog.live_session_ids())
                 wall = time.perf_counter() - t0
+                bad = [i for i in ids if host.catalog.get_session(i).status != "completed"]
+                assert not bad, bad[:3]
             finally:
                 memory = stop_workers(workers)
             return Run(processes, wall, created, memory)
@@ -268,11 +331,18 @@ def main() -> None:
                 runs.append(asyncio.run(run_here()) if processes == 0 else run_fleet(processes))
         finally:
             host.shutdown()
+    # Bare DBOS given the processes our fleet runs got (after the host stopped, as the
+    # fleet's workers run without it).
+    bare_fleet = {
+        p: bare_in_processes(p, n, args.wait, args.store) for p in sorted(set(counts) - {0})
+    }
     here_mib = peak_rss_mib()
     store = "PostgreSQL" if args.store else "SQLite (WAL, synchronous=NORMAL)"
     print(f"store: {store}; {n} concurrent sessions, each wait({args.wait:g}) then one turn")
     print(f"  bare DBOS, {n} x (sleep + one step)                {bare_step:7.2f} s")
     print(f"  bare DBOS, {n} x (LLM step, sleep, LLM step)       {same:7.2f} s   (the same work)")
+    for processes, wall in bare_fleet.items():
+        print(f"  bare DBOS, {n} x (sleep + one step), {processes} process(es) {wall:7.2f} s")
     for run in runs:
         where = "in this process" if run.processes == 0 else f"{run.processes} worker process(es)"
         memory = here_mib + run.memory_mib
@@ -281,6 +351,12 @@ def main() -> None:
             f"{run.wall / bare_step:.2f}x bare sleep + step, {run.wall / same:.2f}x the same work, "
             f"{memory:5.0f} MiB"
         )
+    for run in runs:
+        if run.processes in bare_fleet:
+            print(
+                f"  at equal processes ({run.processes}): swarmdeck / bare DBOS (sleep + step) "
+                f"{run.wall / bare_fleet[run.processes]:.2f}x"
+            )
     best = min(runs, key=lambda r: r.wall)
     total = here_mib + best.memory_mib
     where = "in this process" if best.processes == 0 else f"{best.processes} worker process(es)"

@@ -10,6 +10,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 
 @contextmanager
@@ -38,3 +39,18 @@ def fake_llm_process(script: dict) -> Iterator[str]:
         for line in proc.stderr.read().splitlines():
             if line.startswith("fake LLM served"):
                 print(f"  {line}")
+
+
+def bench_provider(base_url: str) -> Any:
+    """The provider the benches' sessions call: the fake server, no key, and a concurrency
+    cap above their 1,000 sessions."""
+    from swarmdeck.models.registry import ProviderConfig
+
+    return ProviderConfig(
+        key="bench",
+        kind="openai",
+        base_url=base_url,
+        model="scripted",
+        needs_key=False,
+        concurrency=1024,
+    )

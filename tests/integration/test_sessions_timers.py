@@ -4,6 +4,7 @@ cancel_cron; a rolled-over generation keeps the schedule and asks the model noth
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from swarmdeck import AgentSpec, Swarm
+from swarmdeck.testing.script import FakeRequest, Reply
 from tests.conftest import Store, write_provider
 from tests.integration.test_sessions_support import (
     Agent,
@@ -121,9 +123,11 @@ async def test_missed_cron_ticks_fire_once_not_one_by_one() -> None:
 async def test_a_wait_records_the_clock_in_its_own_steps(
     store: Store, swarm: Swarm, fake_llm, workdir: Path
 ) -> None:
-    """wait(s) journals its start time with the status it sets and reads the clock with
-    each look at the inbox: no engine step of its own for the time (each costs the store
-    two transactions, per session, per wait)."""
+    """wait(s) is three engine steps around its sleep: the first sets `waiting`, looks at
+    the inbox and fixes the deadline; one looks again just before the sleep; the one after
+    it looks again and sets `running`. No step of its own for the clock or a status (each
+    costs the store two transactions, per session, per wait), and its result is journaled
+    in the transcript alone, like any tool call's."""
     fake_llm.set_script(
         Scripted({"napper": Agent([calls(call("wait", seconds=2, reason="nap")), text("up")])})
     )
@@ -139,9 +143,77 @@ async def test_a_wait_records_the_clock_in_its_own_steps(
             {"wf": session.id},
         ).all()
     names = [r.function_name for r in rows]
-    assert "now" not in names, names
-    # Its start, the inbox looked at (before and after the sleep), the sleep, the status back.
-    assert names[0] == "waiting_at" and names[-2:] == ["status", "record"], names
-    assert names.count("mail_at") == 2 and "DBOS.sleep" in names, names
+    # Its start (status, inbox, clock), a look before the receive and its sleep, the look
+    # that ends it (inbox, clock, status).
+    assert names == ["waiting_at", "mail_at", "DBOS.recv", "DBOS.sleep", "mail_at"], names
     waited = swarm.host.catalog.events(session.id, kinds=["tool_result"])[0]
     assert waited.payload["content"] == "waited 2 seconds (nap)"
+
+
+WAITERS = 20
+
+
+async def test_waiting_sessions_cost_the_store_one_poll_between_them(
+    store: Store, swarm: Swarm, fake_llm, workdir: Path
+) -> None:
+    """On SQLite the engine polls for messages: one read a pass for every waiting session
+    together, not one transaction each (DBOS's own poller: 20 sessions waiting 2 s were
+    some 800 transactions). Each still wakes at its deadline, and a message still ends a
+    wait early."""
+    if store.is_postgres:
+        pytest.skip("PostgreSQL wakes waiters by LISTEN/NOTIFY, without polling")
+    fake_llm.set_script(
+        Scripted({"napper": Agent([calls(call("wait", seconds=2, reason="nap")), text("up")])})
+    )
+    polls: list[float] = []
+
+    def count(_conn, _cursor, statement: str, *_args) -> None:  # type: ignore[no-untyped-def]
+        if statement.startswith("SELECT") and re.search(r"FROM (main\.)?notifications", statement):
+            polls.append(1.0)
+
+    engine = swarm.host.catalog.engine
+    sa.event.listen(engine, "before_cursor_execute", count)
+    try:
+        started = asyncio.get_running_loop().time()
+        sessions = [await swarm.start("napper", "fake", workdir=workdir) for _ in range(WAITERS)]
+        results = await asyncio.gather(*(s.result(timeout=60) for s in sessions))
+        elapsed = asyncio.get_running_loop().time() - started
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", count)
+    assert [r.text for r in results] == ["up"] * WAITERS
+    for s in sessions:
+        waited = swarm.host.catalog.events(s.id, kinds=["tool_result"])[0]
+        assert waited.payload["content"] == "waited 2 seconds (nap)"
+    passes = elapsed / swarm.host.settings.recv_poll_seconds + 10
+    # A pass's read, and each receive's own look when it starts and when it consumes.
+    assert len(polls) <= passes + 3 * WAITERS, (len(polls), passes)
+
+
+async def test_messages_wake_waiters_polled_in_batches(
+    store: Store, swarm: Swarm, fake_llm, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SQLite poll looks waiters up a batch per statement: a message to each of
+    several waiting sessions, polled one per statement, still ends each one's wait early."""
+    from swarmdeck.runtime import engine
+
+    monkeypatch.setattr(engine, "POLL_BATCH", 1)
+
+    def waiter(req: FakeRequest) -> Reply:
+        if req.turn == 0:
+            return calls(call("wait", seconds=600, reason="nap"))
+        return text("answered")
+
+    fake_llm.set_script(waiter)
+    sessions = [
+        await swarm.start("nap", AgentSpec("fake", persistent=True), workdir=workdir)
+        for _ in range(3)
+    ]
+    catalog = swarm.host.catalog
+    for s in sessions:
+        await await_for(status_is(catalog, s.id, "waiting"))
+    for s in sessions:
+        await s.send("stop napping")
+    for s in sessions:
+        assert (await s.result(timeout=30)).text == "answered"
+        (waited,) = catalog.events(s.id, kinds=["tool_result"])
+        assert waited.payload["content"].startswith("wait ended early (nap)")

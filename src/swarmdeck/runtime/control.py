@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 
 Outcome = tuple[str, bool]
 ANSWER_WAIT_SECONDS = 3600.0
-MIN_SLEEP_SECONDS = 0.001
+# The inbox kinds that end a wait early.
+WAIT_KINDS = ["user"]
 
 _TOOLS = {t.name: t for t in (*CONTROL_TOOLS, BROADCAST_TOOL)}
 
@@ -80,27 +81,25 @@ class ControlTools:
         return await self._handlers[name](args, f"{self.loop.turn}:{call['id']}")
 
     async def wait(self, args: Any, _key: str) -> Outcome:
-        # The deadline is fixed by the first durable record, so a crash before the engine
-        # recorded its sleep still wakes at the original time, not restart + seconds. The
-        # steps that record the status and look at the inbox record the clock as well: a
-        # step of its own for the time cost each wait two more engine steps.
-        started = await self.d.step("waiting_at", steps.set_status_at, self.sid, "waiting")
-        deadline = started + args.seconds
+        # Each look at the inbox is one step that records the clock with it and moves the
+        # status: the first sets `waiting` and fixes the deadline (so a crash before the
+        # engine recorded its sleep still wakes at the original time, not restart +
+        # seconds), the one that ends the wait sets `running` back. A step of its own for
+        # the time and for each status change cost each wait three more engine steps.
+        look = await self.d.step("waiting_at", tree.wait_look, self.sid, WAIT_KINDS, args.seconds)
         crash_point("wait.sleeping")
-        interrupted = False
-        while True:
-            # A message (from a person, or a parent) ends the wait: it is answered first.
-            pending, now = await self.d.step("mail_at", tree.mail_pending_at, self.sid, ["user"])
-            if pending:
-                interrupted = True
-                break
-            if now >= deadline:
-                break
-            # Always a positive timeout: a replayed wait must take its place in the log.
-            await self.d.recv("doorbell", max(MIN_SLEEP_SECONDS, deadline - now))
-        await self.d.step("status", steps.set_status, self.sid, "running")
+        deadline = look["deadline"]
+        while not look["over"]:
+            # A fresh look before each sleep: on a loaded machine (or after a restart) the
+            # deadline may have passed already, and this look ends the wait without one.
+            look = await self.d.step(
+                "mail_at", tree.wait_look, self.sid, WAIT_KINDS, args.seconds, deadline
+            )
+            if not look["over"]:
+                await self.d.recv_until("doorbell", deadline)
         why = f" ({args.reason})" if args.reason else ""
-        if interrupted:
+        if look["pending"]:
+            # A message (from a person, or a parent) ended the wait: it is answered first.
             return f"wait ended early{why}: a message arrived; read it and answer it first", False
         return f"waited {args.seconds:g} seconds{why}", False
 

@@ -31,6 +31,12 @@ class Durable(Protocol):
         """Receive the next message on a topic, or None after the timeout."""
         ...
 
+    async def recv_until(self, topic: str, deadline: float) -> Any:
+        """recv until a wall-clock deadline (a journaled one): the timeout is measured from
+        when the engine first records the wait, so a wait replayed after a crash still
+        ends at the deadline, and measuring it costs no step."""
+        ...
+
     async def now(self) -> float:
         """The wall clock, recorded so a replay sees the same value."""
         ...

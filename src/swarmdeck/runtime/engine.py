@@ -56,6 +56,11 @@ SESSIONS_QUEUE = "swarmdeck_sessions"
 # added up to a second to every run's end.
 RESULT_POLL_SECONDS = 0.05
 ROLES = ("worker", "local")
+# The shortest timeout of a recv whose deadline has passed: it still takes its place.
+MIN_RECV_SECONDS = 0.001
+# Waiting workflows looked up per statement of the SQLite message poll (a statement takes
+# at most 32,766 parameters).
+POLL_BATCH = 500
 SESSION_WORKFLOW = "swarmdeck.session"
 ENDED_WORKFLOW_STATUSES = ["SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"]
 
@@ -113,6 +118,12 @@ class _DBOSDurable:
     async def recv(self, topic: str, timeout_s: float) -> Any:
         return await DBOS.recv_async(topic, timeout_s)
 
+    async def recv_until(self, topic: str, deadline: float) -> Any:
+        # DBOS records the timeout's end as it first runs this recv and a replay keeps that
+        # record, ignoring the timeout given: reading the clock here is replay-safe. Always
+        # a positive timeout: a replayed wait must take its place in the log.
+        return await DBOS.recv_async(topic, max(MIN_RECV_SECONDS, deadline - time.time()))
+
     async def now(self) -> float:
         return await DBOS.run_step_async({"name": "now"}, _wall_clock)
 
@@ -159,6 +170,75 @@ async def _wall_clock() -> float:
 async def session_workflow(session_id: str, generation: int) -> dict[str, Any]:
     """One generation of a session, durably."""
     return await run_session(session_id, generation, _DBOSDurable())
+
+
+def _sqlite_listener(sys_db: Any) -> None:
+    """DBOS's notification poller on SQLite, with one statement a pass for every waiting
+    `recv` instead of one transaction each.
+
+    DBOS's own poller checks each waiter in a transaction of its own, every poll (50 ms
+    here): 1,000 sessions in a `wait` were 20,000 write transactions a second (our SQLite
+    connections begin IMMEDIATE), which held the write lock from every session's own
+    writes. One read a pass finds every unconsumed message for the waiters and wakes
+    theirs; the recv itself still consumes it, as before. Workflow events and streams
+    (which swarmdeck does not wait on) are left to the per-entry check.
+    """
+    notifications = sys_db.tables.notifications
+    interval = sys_db._notification_listener_polling_interval_sec
+    while sys_db._run_background_processes:
+        time.sleep(interval)
+        try:
+            waiters = sys_db.notifications_map.snapshot()
+            if waiters:
+                destinations = sorted({components[0] for _, components, _ in waiters})
+                found: set[tuple[str, str]] = set()
+                with sys_db.engine.connect() as conn:  # a read: no write lock
+                    for at in range(0, len(destinations), POLL_BATCH):
+                        found.update(
+                            conn.execute(
+                                sa.select(notifications.c.destination_uuid, notifications.c.topic)
+                                .where(
+                                    notifications.c.destination_uuid.in_(
+                                        destinations[at : at + POLL_BATCH]
+                                    ),
+                                    notifications.c.consumed == False,  # noqa: E712
+                                )
+                                .distinct()
+                            ).tuples()
+                        )
+                for _, (destination, topic, _key), signal in waiters:
+                    if (destination, topic) in found:
+                        signal.set()
+            _poll_each(sys_db, sys_db.workflow_events_map, sys_db.tables.workflow_events)
+            _poll_each(sys_db, sys_db.streams_map, sys_db.tables.streams)
+        except Exception as exc:
+            if sys_db._run_background_processes:
+                logging.getLogger("dbos").warning("notification poller error: %s", exc)
+                time.sleep(interval)
+
+
+def _poll_each(sys_db: Any, waiting: Any, table: Any) -> None:
+    """DBOS's own check, waiter by waiter, of a map of waiters keyed by (workflow, key)."""
+    for _, (wf_id, key, shard), signal in waiting.snapshot():
+        with sys_db.engine.connect() as conn:
+            where = [*sys_db._wf(table, wf_id, shard_key=shard), table.c.key == key]
+            if conn.execute(sa.select(sa.literal(1)).where(*where).limit(1)).first():
+                signal.set()
+
+
+def install_sqlite_listener() -> bool:
+    """Put _sqlite_listener in place of DBOS's SQLite poller (before DBOS launches);
+    False, leaving DBOS's own, when this DBOS lacks what it relies on."""
+    try:
+        from dbos._sys_db_sqlite import SQLiteSystemDatabase
+    except ImportError:
+        return False
+    if "_notification_listener" not in vars(SQLiteSystemDatabase) or not hasattr(
+        SQLiteSystemDatabase, "_wf"
+    ):
+        return False
+    SQLiteSystemDatabase._notification_listener = _sqlite_listener  # type: ignore[method-assign]
+    return True
 
 
 def new_executor_id(hostname: str) -> str:
@@ -240,6 +320,8 @@ class Engine:
         set_services(self.services)
         self.register()
         quiet_expected_warnings()
+        if settings.is_sqlite:
+            install_sqlite_listener()
         DBOS(config=_dbos_config(settings, self.services, self.executor_id))
         if not self.serve_queue:
             DBOS.listen_queues([])

@@ -213,9 +213,7 @@ class SessionLoop:
                 with tool_span(self.sid, call, self.control.effect(name)) as span:
                     content, is_error = await self.control.run(name, call)
                     span.finished(content, is_error)
-                await self.d.step(
-                    "record", steps.record_result, self.sid, self.turn, call, content, is_error
-                )
+                await steps.record_result(self.sid, self.turn, call, content, is_error)
             else:
                 await steps.tool_call(self.sid, self.turn, call)
         return submitted

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -213,22 +212,15 @@ def check_budget(session_id: str) -> str | None:
     return None
 
 
-def record_result(
+async def record_result(
     session_id: str, turn: int, call: dict[str, Any], content: str, is_error: bool
 ) -> None:
-    """Store the result of a control tool call."""
-    services().catalog.append_event(
-        session_id,
-        f"tool:{turn}:{call['id']}",
-        "tool_result",
-        {
-            "call_id": call["id"],
-            "name": call["name"],
-            "content": content,
-            "is_error": is_error,
-            "permission_denied": False,
-        },
-    )
+    """Store the result of a control tool call, journaled like any tool call's: under its
+    `tool:N:ID` key, idempotent. A rerun after a crash replays the tool's own recorded
+    steps, so it stores the same result, once (an engine step around the write as well
+    would journal it twice)."""
+    outcome = ToolOutcome(content, is_error)
+    await _write(_store_call, session_id, turn, call, outcome)
 
 
 def append_event(session_id: str, key: str, kind: str, payload: dict[str, Any]) -> None:
@@ -719,13 +711,6 @@ def _record_end(session_id: str, has_parent: bool, ending: Ending) -> str | None
 def set_status(session_id: str, status: str) -> None:
     """Record a status change (waiting, idle, input_required...)."""
     services().catalog.set_status(session_id, status)
-
-
-def set_status_at(session_id: str, status: str) -> float:
-    """set_status, returning the wall-clock time just before it (journaled with it)."""
-    now = time.time()
-    set_status(session_id, status)
-    return now
 
 
 def last_model_text(session_id: str) -> str:

@@ -244,9 +244,27 @@ def mail_pending(session_id: str, kinds: list[str]) -> bool:
     return services().catalog.pending_count(session_id, kinds) > 0
 
 
-def mail_pending_at(session_id: str, kinds: list[str]) -> tuple[bool, float]:
-    """mail_pending, and the wall-clock time after it looked (journaled with it)."""
-    return mail_pending(session_id, kinds), time.time()
+def wait_look(
+    session_id: str, kinds: list[str], seconds: float, deadline: float | None = None
+) -> dict[str, Any]:
+    """One look of a wait at the inbox, with the clock and the status, in one step.
+
+    The first look (no deadline yet) marks the session `waiting` before it looks, as a
+    wait always did, and fixes the deadline `seconds` from now. The look that finds a
+    message or the deadline passed ends the wait and marks the session `running` again.
+    Returns {pending, now, deadline, over}, journaled together, so a replay takes the
+    same path.
+    """
+    catalog = services().catalog
+    if deadline is None:
+        catalog.set_status(session_id, "waiting")
+    pending, now = mail_pending(session_id, kinds), time.time()
+    if deadline is None:
+        deadline = now + seconds
+    over = pending or now >= deadline
+    if over:
+        catalog.set_status(session_id, "running")
+    return {"pending": pending, "now": now, "deadline": deadline, "over": over}
 
 
 def model_resting(session_id: str) -> bool:

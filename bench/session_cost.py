@@ -1,0 +1,206 @@
+"""What one `wait(1)` + one-turn session costs, against bare DBOS's sleep + one step.
+
+Runs N sessions in this process on a fresh SQLite store (as bench/concurrency.py does with
+`--processes 0`) and counts, per session: CPU time of this process, SQL statements and
+commits on the store (SQLAlchemy event hooks on the engine the catalog shares with DBOS),
+DBOS steps (its operation_outputs rows) and LLM requests. The same for bare DBOS's
+N x (sleep + one empty step) in the same run. The figures say where a session's CPU goes.
+
+    python bench/session_cost.py [--sessions 300] [--wait 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import contextlib
+import dataclasses
+import os
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from dbos import DBOS
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+
+@DBOS.workflow(name="bench.cost.sleep_then_step")
+async def bare_session(seconds: float) -> None:
+    await DBOS.sleep_async(seconds)
+    await DBOS.run_step_async({"name": "step"}, _noop)
+
+
+async def _noop() -> None:
+    return None
+
+
+class Counter:
+    """SQL statements (by verb and table) and commits on every engine of the process."""
+
+    def __init__(self) -> None:
+        import sqlalchemy as sa
+        from sqlalchemy import event
+
+        engine = sa.Engine  # every engine: the catalog's, its no-wait writer's, the limiter's
+
+        self.statements: collections.Counter[str] = collections.Counter()
+        self.commits = 0
+        self.on = False
+
+        @event.listens_for(engine, "before_cursor_execute")
+        def _stmt(conn, cursor, statement, params, context, many):  # type: ignore[no-untyped-def]
+            if self.on:
+                self.statements[_shape(statement)] += 1
+
+        @event.listens_for(engine, "commit")
+        def _commit(conn):  # type: ignore[no-untyped-def]
+            if self.on:
+                self.commits += 1
+
+    def reset(self) -> None:
+        self.statements.clear()
+        self.commits = 0
+
+
+def _shape(statement: str) -> str:
+    words = statement.split()
+    verb = words[0].upper() if words else "?"
+    table = re.search(r"(?:FROM|INTO|UPDATE)\s+\"?([\w.]+)", statement, re.I)
+    return f"{verb} {table.group(1) if table else ''}".strip()
+
+
+def report(
+    name: str,
+    n: int,
+    cpu: tuple[float, float],
+    wall: float,
+    counter: Counter,
+    ops: collections.Counter[str],
+) -> None:
+    stmts = sum(counter.statements.values())
+    steps = sum(ops.values())
+    print(
+        f"{name}: {n} sessions, wall {wall:.2f} s, CPU {cpu[0] * 1000 / n:.2f} ms/session "
+        f"(+ {cpu[1] * 1000 / n:.2f} ms in the fake LLM server), "
+        f"{stmts / n:.1f} statements, {counter.commits / n:.1f} commits, "
+        f"{steps / n:.1f} DBOS operations per session"
+    )
+    print("  DBOS operations: " + ", ".join(f"{k} {v / n:.2f}" for k, v in ops.most_common()))
+    for shape, count in counter.statements.most_common(25):
+        print(f"    {count / n:6.2f}  {shape}")
+
+
+def children_cpu() -> float:
+    """CPU seconds used so far by this process's children (the fake LLM server): a remote
+    LLM costs this machine nothing, the fake one shares its cores."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for task in Path("/proc/self/task").iterdir():
+        for pid in (task / "children").read_text().split():
+            with contextlib.suppress(OSError):
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def dbos_steps(engine, name: str) -> collections.Counter[str]:  # type: ignore[no-untyped-def]
+    """The recorded operations (steps, sleeps, recvs) of the named workflow's runs, by name."""
+    import sqlalchemy as sa
+
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text(
+                "SELECT o.function_name, count(*) FROM operation_outputs o JOIN workflow_status"
+                " w ON o.workflow_uuid = w.workflow_uuid WHERE w.name = :name"
+                " GROUP BY o.function_name"
+            ),
+            {"name": name},
+        )
+        return collections.Counter({str(f): int(c) for f, c in rows})
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sessions", type=int, default=300)
+    p.add_argument("--wait", type=float, default=1.0)
+    p.add_argument(
+        "--recv-poll", type=float, default=None, help="the engine's recv poll (s), to weigh it"
+    )
+    p.add_argument("--profile", default="", help="write a pyinstrument HTML of ours here")
+    args = p.parse_args()
+    home = Path(tempfile.mkdtemp(prefix="sd-cost-"))
+    os.environ["SWARMDECK_HOME"] = str(home)
+    from fake_server import bench_provider, fake_llm_process
+
+    from swarmdeck.config import load_settings
+    from swarmdeck.runtime.host import Host, SessionRequest
+
+    turns = [{"tool_calls": [{"name": "wait", "arguments": {"seconds": args.wait}}]}]
+    script = {"scenarios": [{"turns": [*turns, {"text": "done"}]}]}
+    workdir = home / "work"
+    workdir.mkdir()
+    n = args.sessions
+    with fake_llm_process(script) as base_url:
+        provider = bench_provider(base_url)
+        settings = load_settings()
+        if args.recv_poll is not None:
+            settings = dataclasses.replace(settings, recv_poll_seconds=args.recv_poll)
+        host = Host(settings)
+        host.services.providers.register(provider)
+        host.launch()
+        counter = Counter()
+        try:
+
+            async def bare() -> float:
+                t0 = time.perf_counter()
+                handles = await asyncio.gather(
+                    *(DBOS.start_workflow_async(bare_session, args.wait) for _ in range(n))
+                )
+                await asyncio.gather(*(h.get_result() for h in handles))
+                return time.perf_counter() - t0
+
+            async def ours() -> float:
+                request = SessionRequest("bench", "bench:scripted", workdir, tool_names=["wait"])
+                t0 = time.perf_counter()
+                ids = [host.create_session(request).id for _ in range(n)]
+                await asyncio.gather(*(host.start(i) for i in ids))
+                outcomes = await asyncio.gather(*(host.wait(i) for i in ids))
+                wall = time.perf_counter() - t0
+                assert all(o.get("status") == "completed" for o in outcomes), outcomes[:3]
+                await host.services.close_models()
+                return wall
+
+            for name, run, wf in (
+                ("bare DBOS (sleep + step)", bare, "bench.cost.sleep_then_step"),
+                ("swarmdeck (create + wait + 2 turns)", ours, "swarmdeck.session"),
+            ):
+                counter.reset()
+                counter.on = True
+                profiler = None
+                if args.profile and run is ours:
+                    from pyinstrument import Profiler
+
+                    profiler = Profiler(async_mode="disabled")
+                    profiler.start()
+                cpu0, server0 = time.process_time(), children_cpu()
+                wall = asyncio.run(run())
+                cpu = (time.process_time() - cpu0, children_cpu() - server0)
+                if profiler is not None:
+                    profiler.stop()
+                    Path(args.profile).write_text(
+                        profiler.output_html()
+                        if args.profile.endswith(".html")
+                        else profiler.output_text(show_all=False, timeline=False)
+                    )
+                counter.on = False
+                report(name, n, cpu, wall, counter, dbos_steps(host.catalog.engine, wf))
+        finally:
+            host.shutdown()
+
+
+if __name__ == "__main__":
+    main()
