@@ -553,6 +553,11 @@ def test_worker_liveness(catalog: Catalog) -> None:
     # A stopped executor is claimable at once, but never by itself.
     assert reg.claim_dead("me") == []
     assert WorkerRegistry(catalog.engine).claim_dead("next") == ["me"]
+    # One that stops with no work left closes its row: there is nothing to claim.
+    reg.register("done")
+    reg.stop("done", left_work=False)
+    assert WorkerRegistry(catalog.engine).claim_dead("next") == []
+    assert "done" not in [w.executor_id for w in reg.rows()]
 
 
 def check_claims(cat: Catalog, claims: dict[str, list[str]], dead: list[str]) -> None:
