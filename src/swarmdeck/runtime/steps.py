@@ -219,8 +219,14 @@ async def record_result(
     `tool:N:ID` key, idempotent. A rerun after a crash replays the tool's own recorded
     steps, so it stores the same result, once (an engine step around the write as well
     would journal it twice)."""
-    outcome = ToolOutcome(content, is_error)
-    await _write(_store_call, session_id, turn, call, outcome)
+    await _write(_store_call, session_id, turn, call, ToolOutcome(content, is_error))
+
+
+def store_result(
+    session_id: str, turn: int, call: dict[str, Any], content: str, is_error: bool
+) -> None:
+    """record_result from code that runs inside a step of its own (the swarm's checks)."""
+    _store_call(session_id, turn, call, ToolOutcome(content, is_error))
 
 
 def append_event(session_id: str, key: str, kind: str, payload: dict[str, Any]) -> None:

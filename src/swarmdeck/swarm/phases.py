@@ -24,7 +24,7 @@ from swarmdeck.models.available import normalize
 from swarmdeck.runtime.agents import agent_session, agent_tools
 from swarmdeck.runtime.origin import FROM_PARENT_KEY
 from swarmdeck.runtime.services import Services, services
-from swarmdeck.runtime.steps import record_result
+from swarmdeck.runtime.steps import store_result
 from swarmdeck.runtime.tree import broadcasts_of
 from swarmdeck.swarm.plan import AgentInfo, PlanContext, PlanError, accept
 from swarmdeck.swarm.prompts import member_prompt, member_task
@@ -153,18 +153,18 @@ def check_plan_turn(
             content = (
                 f"error: the coordinator has one tool, {SUBMIT_PLAN}; {call['name']} is not it"
             )
-            record_result(session_id, turn, call, content, True)
+            store_result(session_id, turn, call, content, True)
             continue
         submissions += 1
         if plan is not None:
-            record_result(session_id, turn, call, "ignored: a plan was accepted already", False)
+            store_result(session_id, turn, call, "ignored: a plan was accepted already", False)
             continue
         plan, error = _check(call["arguments"], ctx)
         if plan is None:
             content = f"error: plan rejected: {error}. {_after_rejection(tries_left)}"
-            record_result(session_id, turn, call, content, True)
+            store_result(session_id, turn, call, content, True)
         else:
-            record_result(session_id, turn, call, _accepted_note(plan), False)
+            store_result(session_id, turn, call, _accepted_note(plan), False)
     if not submissions:
         raw = _plan_in_text(reply.get("text") or "")
         if raw is None:
