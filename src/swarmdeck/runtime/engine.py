@@ -195,7 +195,8 @@ def _sqlite_listener(sys_db: Any) -> None:
                 with sys_db.engine.connect() as conn:  # a read: no write lock
                     for at in range(0, len(destinations), POLL_BATCH):
                         found.update(
-                            conn.execute(
+                            (row[0], row[1])
+                            for row in conn.execute(
                                 sa.select(notifications.c.destination_uuid, notifications.c.topic)
                                 .where(
                                     notifications.c.destination_uuid.in_(
@@ -204,7 +205,7 @@ def _sqlite_listener(sys_db: Any) -> None:
                                     notifications.c.consumed == False,  # noqa: E712
                                 )
                                 .distinct()
-                            ).tuples()
+                            )
                         )
                 for _, (destination, topic, _key), signal in waiters:
                     if (destination, topic) in found:
