@@ -7,8 +7,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -33,6 +33,19 @@ async def test_a_change_in_another_process_shows_within_a_second(
     catalog = Catalog.open(store.url)
     s = seed_fleet(catalog, tmp_path)
     app = deck(catalog)
+    # Judged in poll passes, not seconds (a loaded machine stretches every pass): a pass
+    # that began before the commit may miss it, the next one must show it. At one pass per
+    # POLL_SECONDS (0.5 s) that is within a second.
+    assert app.poll_seconds <= 0.5
+    shown: list[tuple[bool, bool]] = []  # per applied pass: the status, the entry
+    apply_refresh = app.apply_refresh
+
+    def recording(*args: Any) -> None:
+        apply_refresh(*args)
+        status = any("release notes" in ln and "▶ running" in ln for ln in list_lines(app))
+        shown.append((status, "the build is green" in repr(args[3])))
+
+    app.apply_refresh = recording  # type: ignore[method-assign]
     async with app.run_test(size=SIZE) as pilot:
         await loaded(pilot)
         assert app.followed is not None and app.followed.session_id == s.waiter
@@ -43,16 +56,17 @@ async def test_a_change_in_another_process_shows_within_a_second(
             catalog.append_event({s.waiter!r}, "late", "user", {{"text": "the build is green"}})
             """,
         )
-        committed = time.monotonic()
+        committed = len(shown)
         await until(
             pilot,
             "the new status",
             lambda: any("release notes" in ln and "▶ running" in ln for ln in list_lines(app)),
-            timeout=5,
+            timeout=10,
         )
-        await until(pilot, "the new entry", lambda: "the build is green" in screen_text(app), 5)
-        elapsed = time.monotonic() - committed
-        assert elapsed < 1.0, f"the change took {elapsed:.2f} s to show"
+        await until(pilot, "the new entry", lambda: "the build is green" in screen_text(app), 10)
+        after = shown[committed:]
+        assert any(status for status, _ in after[:2]), f"status shown only after {after}"
+        assert any(entry for _, entry in after[:2]), f"entry shown only after {after}"
         assert "1 need you" not in screen_text(app)
 
 
