@@ -43,3 +43,14 @@ def test_demo_runs_a_coordinated_session(sd_home: Path) -> None:
     assert tree.code == 0 and tree.stdout.count("completed") == 4
     art = run_cli(sd_home, "artifacts", "get", f"artifact://{root['id']}/review-report.md")
     assert art.code == 0 and art.stdout.startswith("# Review of calc")
+
+
+def test_run_on_the_demo_model_needs_no_server(sd_home: Path, tmp_path: Path) -> None:
+    # The scripted model is served by the process that calls it: nothing to reach before
+    # the run (the reachability probe refused it: "cannot reach demo at http://127.0.0.1").
+    workdir = tmp_path / "project"
+    workdir.mkdir()
+    res = run_cli(sd_home, "run", "--model", "demo", "--workdir", str(workdir), "review calc")
+    assert res.code == 0, res.stderr
+    assert res.stdout.strip() == "Submitting the result."  # the scripted model's last words
+    assert res.stderr.splitlines()[-1].endswith(": completed"), res.stderr

@@ -276,7 +276,8 @@ def _run_short(
     wall = load_dispatch_settings(host.settings.home).timeout_s if timeout is None else timeout
     workers = host.fleet_workers() if placement != "here" else []
     fleet = placement == "detach" or bool(workers)
-    if placement != "detach":
+    # A scripted model is served by the process that calls it: there is nothing to probe yet.
+    if placement != "detach" and config.script is None:
         asyncio.run(check_reachable(config.base_url, config.key))
     record = host.create_session(request, fleet=fleet)
     if placement == "detach":
