@@ -406,11 +406,11 @@ class Engine:
         dbos = _dbos()
         queue = SESSIONS_QUEUE if self.serve_queue else INTERNAL_QUEUE_NAME
         moved = 0
-        for executor in executors:
-            for pending in dbos._sys_db.get_pending_workflows(executor, APP_VERSION):
-                # Only a row still PENDING under the dead executor moves: a duplicate
-                # request, or one racing a live worker that took it, changes nothing.
-                moved += dbos._sys_db.reenqueue_for_recovery(pending.workflow_id, [executor], queue)
+        # One statement for all of them: a transaction per workflow (DBOS's own call) took
+        # 1.8 s for 100 sessions on a restart, while those already back on the queue
+        # competed with it. Only rows still PENDING under the dead executors move: a
+        # duplicate request, or one racing a live worker that took it, changes nothing.
+        moved += _reenqueue_all(dbos._sys_db, executors, queue)
         for record in self.services.catalog.pending_of(executors):
             # Killed between writing the session and starting it: nobody else will.
             if self._enqueue_sync(record.id, record.generation, queue):
@@ -589,6 +589,31 @@ def _beat(ref: weakref.ReferenceType[Engine]) -> None:
             engine._lost_lease()
             return
         del engine
+
+
+def _reenqueue_all(sys_db: Any, executors: list[str], queue: str) -> int:
+    """DBOS's reenqueue_for_recovery for every PENDING workflow of these executors (of this
+    application and version) in one UPDATE; returns how many moved."""
+    if not executors:
+        return 0
+    ws = sys_db.tables.workflow_status
+    with sys_db.engine.begin() as conn:
+        return conn.execute(
+            sa.update(ws)
+            .where(
+                ws.c.status == "PENDING",
+                ws.c.executor_id.in_(executors),
+                ws.c.application_version == APP_VERSION,
+                sys_db._name_filter(ws.c.application_name, sys_db.app_name),
+            )
+            .values(
+                status="ENQUEUED",
+                owner_xid=None,
+                started_at_epoch_ms=None,
+                updated_at=sys_db._now_ms_sql(),
+                queue_name=sa.func.coalesce(ws.c.queue_name, queue),
+            )
+        ).rowcount
 
 
 def _dbos() -> Any:
