@@ -472,3 +472,18 @@ async def test_keyless_provider_works_without_a_key(fake: FakeLLM) -> None:
     fake.set_script({"scenarios": [{"turns": [{"text": "local"}]}]})
     model = make_model(fake, "openai", Keys(None), key="ollama", needs_key=False)
     assert (await model.complete([Message("user", "hi")], [])).text == "local"
+
+
+async def test_an_idle_connection_outlives_httpx_s_five_seconds(fake: FakeLLM) -> None:
+    """With 1,000 sessions a pooled connection waits its turn longer than 5 s; expiring it
+    then made nearly every request open a new one (bench/concurrency.py)."""
+    fake.set_script({"scenarios": [{"turns": [{"text": "ok"}]}]})
+    fake.latency = 0.1
+    model = make_model(fake)
+    try:
+        await asyncio.gather(*(model.complete([Message("user", "hi")], []) for _ in range(2)))
+        await asyncio.sleep(6)  # idle past the old 5 s expiry: the thing under test
+        await asyncio.gather(*(model.complete([Message("user", "hi")], []) for _ in range(2)))
+        assert (len(chat_requests(fake)), fake.connections_opened) == (4, 2)
+    finally:
+        await model.aclose()

@@ -9,8 +9,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,14 @@ TOOLS_ANTHROPIC: list[Any] = [
 
 
 _open_clients: list[openai.AsyncOpenAI | anthropic.AsyncAnthropic] = []
+FRONTENDS = ["threads", "asyncio"]
+
+
+@pytest.fixture(params=FRONTENDS)
+def fake_llm(request: pytest.FixtureRequest) -> Iterator[FakeLLM]:
+    """The fake server on each of its front ends: they must answer alike."""
+    with FakeLLM(frontend=request.param) as server:
+        yield server
 
 
 @pytest.fixture(autouse=True)
@@ -600,8 +609,9 @@ async def test_concurrent_requests_are_counted(fake_llm: FakeLLM) -> None:
     assert fake_llm.max_concurrent == 0
 
 
-async def test_stop_is_prompt_even_with_a_slow_answer_in_flight() -> None:
-    fake = FakeLLM(one_turn(text="ok"), latency=10).start()
+@pytest.mark.parametrize("frontend", FRONTENDS)
+async def test_stop_is_prompt_even_with_a_slow_answer_in_flight(frontend: Any) -> None:
+    fake = FakeLLM(one_turn(text="ok"), latency=10, frontend=frontend).start()
     pending = asyncio.create_task(ask_openai(fake))
     await asyncio.sleep(0.1)
     started = time.monotonic()
@@ -724,3 +734,31 @@ async def test_a_cut_stream_costs_the_client_its_connection(fake_llm: FakeLLM) -
     assert fake_llm.connections_opened == 2
     fake_llm.reset_stats()
     assert fake_llm.connections_opened == 0
+
+
+async def test_the_asyncio_front_end_serves_many_clients_from_one_thread() -> None:
+    """The point of it: concurrent connections cost no thread each, and keep-alive holds."""
+    with FakeLLM(one_turn(text="ok"), latency=0.2, frontend="asyncio") as fake:
+        client = sdk_client(fake, "openai", "aiohttp")
+
+        def count() -> int:
+            # The client resolves the host name in the loop's executor threads: not ours.
+            return sum(not t.name.startswith("asyncio") for t in threading.enumerate())
+
+        threads = count()
+        peak = 0
+
+        async def watch() -> None:
+            nonlocal peak
+            while True:
+                peak = max(peak, count())
+                await asyncio.sleep(0.01)
+
+        watcher = asyncio.create_task(watch())
+        for _ in range(2):
+            await asyncio.gather(*(exchange(client, "openai", stream=True) for _ in range(100)))
+        watcher.cancel()
+        assert fake.max_concurrent == 100
+        assert peak == threads
+        assert len(fake.requests) == 200
+        assert fake.connections_opened == 100

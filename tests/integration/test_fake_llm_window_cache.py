@@ -10,7 +10,18 @@ import pytest
 
 from swarmdeck.models import errors
 from swarmdeck.testing.fake_llm import FakeLLM
-from tests.integration.test_fake_llm_sdks import ant, ask_anthropic, ask_openai, oai, one_turn, user
+from tests.integration.test_fake_llm_sdks import (
+    FRONTENDS,
+    ant,
+    ask_anthropic,
+    ask_openai,
+    oai,
+    one_turn,
+    user,
+)
+
+# Both front ends must answer alike.
+pytestmark = pytest.mark.parametrize("fake_llm", FRONTENDS, indirect=True)
 
 LONG = "word " * 2000  # 10,000 characters: 2,500 tokens at the fake's rate
 

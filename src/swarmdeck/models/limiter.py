@@ -35,6 +35,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.schema import CreateTable
 
 from swarmdeck.models.registry import ProviderConfig
 
@@ -53,6 +54,8 @@ WAKE_JITTER_S = 0.05
 # A lease outlives the call's timeout a little, so only a crashed holder's slot is reclaimed.
 LEASE_MARGIN_S = 60.0
 DB_THREADS = 4
+# Tries at creating the limiter's tables while other processes may be creating them too.
+SCHEMA_ATTEMPTS = 3
 # A slot given back is kept by its process this long before it returns to the store: the
 # next call of the same process (the session's next turn) takes it without a write. Other
 # processes wait at most this long for it, and a slot kept while they wait is given back.
@@ -374,6 +377,7 @@ class _SqlBackend:
         self._executor = ThreadPoolExecutor(DB_THREADS, thread_name_prefix="swarmdeck-limiter")
         self._ready: set[tuple[str, int]] = set()
         self._tables_ready = False
+        self._schema_lock = threading.Lock()
         self._lock = threading.Lock()
         self._statements = _Statements.build(engine.dialect.name)
         self._kept: dict[str, list[_Kept]] = {}
@@ -649,15 +653,27 @@ class _SqlBackend:
             self._ready.add((provider, -1))
 
     def _create_tables(self) -> None:
-        """Create the limiter tables if missing; another process creating them too is fine."""
+        """Create the limiter tables if missing, once per process; another process creating
+        them at the same moment is fine."""
         if self._tables_ready:
             return
-        try:
-            metadata.create_all(self._engine, checkfirst=True)
-        except DBAPIError:
-            # Lost a race with another process creating the same tables; they exist now.
-            metadata.create_all(self._engine, checkfirst=True)
-        self._tables_ready = True
+        # The DB threads of one process meet here on a fresh store; pysqlite runs DDL outside
+        # a transaction, so a check-then-create lost the race as "already exists".
+        with self._schema_lock:
+            if self._tables_ready:
+                return
+            for attempt in range(SCHEMA_ATTEMPTS):
+                try:
+                    with self._engine.begin() as conn:
+                        for table in metadata.sorted_tables:
+                            conn.execute(CreateTable(table, if_not_exists=True))
+                    break
+                except DBAPIError:
+                    # PostgreSQL: two processes' IF NOT EXISTS can still collide (on the
+                    # row type's name); the loser finds the table there when it asks again.
+                    if attempt == SCHEMA_ATTEMPTS - 1:
+                        raise
+            self._tables_ready = True
 
     def _insert_missing(self, table: Table, rows: list[dict[str, Any]]) -> None:
         """Insert rows whose primary key is not there yet, atomically against other processes."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 import random
@@ -150,15 +151,26 @@ def http_timeout(config: ProviderConfig) -> httpx2.Timeout:
     return httpx2.Timeout(config.timeout_s, connect=min(CONNECT_TIMEOUT_S, config.timeout_s))
 
 
+# The SDKs' pool sizes, with idle connections kept 30 s instead of httpx's 5 s. aiohttp
+# reuses its oldest idle connection first: with 1,000 sessions a pool holds hundreds, each
+# waits its turn longer than 5 s, and nearly every request found its connection expired
+# and opened a new one (1,962 connections for 2,000 requests, bench/concurrency.py).
+# Servers keep idle connections longer (the fake LLM 60 s); one that hangs up sooner is
+# seen as closed before reuse.
+POOL_LIMITS = httpx2.Limits(
+    max_connections=1000, max_keepalive_connections=100, keepalive_expiry=30.0
+)
+
+
 def pooled_client_factory(sdk: Any) -> Callable[[], httpx2.AsyncClient]:
     """The SDK's aiohttp-backed client when aiohttp is installed (`openai[aiohttp]`,
-    `anthropic[aiohttp]`), else its httpx one. Measured with 1,000 concurrent sessions:
-    the httpx transport was nearly half of a session's CPU."""
+    `anthropic[aiohttp]`), else its httpx one, both with POOL_LIMITS. Measured with 1,000
+    concurrent sessions: the httpx transport was nearly half of a session's CPU."""
     try:
         import aiohttp  # noqa: F401
     except ImportError:
-        return sdk.DefaultAsyncHttpxClient
-    return sdk.DefaultAioHttpClient
+        return functools.partial(sdk.DefaultAsyncHttpxClient, limits=POOL_LIMITS)
+    return functools.partial(sdk.DefaultAioHttpClient, limits=POOL_LIMITS)
 
 
 # How long closing a pool may wait for the loop that owns it.

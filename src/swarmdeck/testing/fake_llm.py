@@ -1,12 +1,14 @@
 """A fake LLM server on loopback speaking OpenAI Chat Completions and Anthropic Messages.
 
-The wire formats live in openai_wire.py and anthropic_wire.py, the HTTP server in
-http_server.py; this module is the public face tests use.
+The wire formats live in openai_wire.py and anthropic_wire.py, what a request is answered
+with in exchange.py, and the two HTTP front ends in http_server.py (a thread per connection)
+and aio_server.py (one event loop); this module is the public face tests use.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import signal
 import socket
@@ -15,11 +17,13 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import Self
+from typing import Any, Literal, Self
 
 from swarmdeck.errors import UsageError
+from swarmdeck.testing.aio_server import AsyncServer
 from swarmdeck.testing.answer import HttpError, bad_request
-from swarmdeck.testing.http_server import RecordedRequest, Server
+from swarmdeck.testing.exchange import RecordedRequest
+from swarmdeck.testing.http_server import Server
 from swarmdeck.testing.prompt_cache import DEFAULT_MIN_CACHED_TOKENS, PromptCache
 from swarmdeck.testing.script import (
     FakeRequest,
@@ -37,6 +41,11 @@ __all__ = ["KNOWN_QUIRKS", "FakeLLM", "RecordedRequest", "run_fake_llm"]
 
 KNOWN_QUIRKS = frozenset({"reasoning_echo", "tool_choice_auto_only"})
 
+# "threads": a thread per connection, so a script callable may block without holding up
+# other requests. "asyncio": one event loop for all, far cheaper with many concurrent
+# clients (what `swarmdeck fake-llm` serves benchmarks with).
+Frontend = Literal["threads", "asyncio"]
+
 
 class FakeLLM:
     """A scripted OpenAI + Anthropic compatible server on loopback, for tests."""
@@ -52,8 +61,10 @@ class FakeLLM:
         context_tokens: int | None = None,
         overflow: OverflowStyle | None = None,
         cache_min_tokens: int = DEFAULT_MIN_CACHED_TOKENS,
+        frontend: Frontend = "threads",
     ) -> None:
         self.latency = latency
+        self.frontend = frontend
         # The model's window (None: a script's own, else unlimited) and how a prompt over
         # it is refused (None: as the script says, else the vendor's own 400).
         self.context_tokens = context_tokens
@@ -70,10 +81,12 @@ class FakeLLM:
         self._in_flight = 0
         self._max_concurrent = 0
         self._request_ids = itertools.count(1)
-        self._connections: set[socket.socket] = set()
+        # Sockets of either front end (asyncio hands out wrappers of its own that can
+        # shut down all the same).
+        self._connections: set[Any] = set()
         self._connections_opened = 0
         self._stopping = threading.Event()
-        self._server: Server | None = None
+        self._server: Server | AsyncServer | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -97,14 +110,16 @@ class FakeLLM:
         if self._server is not None:
             raise RuntimeError("fake LLM already started")
         self._stopping.clear()
-        self._server = Server((self.host, self._wanted_port), self)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
+        address = (self.host, self._wanted_port)
+        if self.frontend == "asyncio":
+            server: Server | AsyncServer = AsyncServer(address, self)
+            serve = server.serve_forever
+        else:
+            server = Server(address, self)
             # stop() waits up to one poll interval; keep it short so fixtures tear down fast.
-            kwargs={"poll_interval": 0.02},
-            name="fake-llm",
-            daemon=True,
-        )
+            serve = functools.partial(server.serve_forever, poll_interval=0.02)
+        self._server = server
+        self._thread = threading.Thread(target=serve, name="fake-llm", daemon=True)
         self._thread.start()
         return self
 
@@ -249,12 +264,12 @@ class FakeLLM:
         with self._lock:
             return f"req_fake_{next(self._request_ids)}"
 
-    def _track(self, conn: socket.socket) -> None:
+    def _track(self, conn: Any) -> None:
         with self._lock:
             self._connections.add(conn)
             self._connections_opened += 1
 
-    def _untrack(self, conn: socket.socket) -> None:
+    def _untrack(self, conn: Any) -> None:
         with self._lock:
             self._connections.discard(conn)
 
@@ -263,7 +278,10 @@ def run_fake_llm(port: int, script_path: Path, host: str = "127.0.0.1") -> None:
     """Serve `script_path` on host:port until SIGINT or SIGTERM (call from the main thread)."""
     script = Script.load(script_path)
     stop = threading.Event()
-    server = FakeLLM(script, host=host, port=port)
+    # The asyncio front end: a benchmark's thousand clients must not cost a thousand threads
+    # on the machine whose other process is being measured. A script file has no callables
+    # that could block its loop.
+    server = FakeLLM(script, host=host, port=port, frontend="asyncio")
     try:
         server.start()
     except OSError as exc:

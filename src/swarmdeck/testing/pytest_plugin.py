@@ -14,7 +14,8 @@ from swarmdeck.testing.fake_llm import FakeLLM
 
 
 @pytest.fixture
-def fake_llm() -> Iterator[FakeLLM]:
-    """A started FakeLLM on a free loopback port with an empty script; stopped afterwards."""
-    with FakeLLM() as server:
+def fake_llm(request: pytest.FixtureRequest) -> Iterator[FakeLLM]:
+    """A started FakeLLM on a free loopback port with an empty script; stopped afterwards.
+    Its front end is "threads" unless parametrized indirectly (`indirect=["fake_llm"]`)."""
+    with FakeLLM(frontend=getattr(request, "param", "threads")) as server:
         yield server

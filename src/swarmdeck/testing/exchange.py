@@ -1,0 +1,356 @@
+"""One request to the fake LLM and its answer, apart from any socket: routing, bodies, JSON
+and event-stream answers, scripted faults.
+
+An exchange is a generator of steps (bytes to send, a pause, a hang-up) that a front end
+carries out on its connection: the threaded server with blocking writes and the asyncio one
+with its streams. Both thus answer byte for byte alike, from the same reply builders.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from email.utils import formatdate
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from swarmdeck.testing import anthropic_wire, openai_wire
+from swarmdeck.testing.answer import CREATED, Answer, HttpError, bad_request, build_answer, phrase
+from swarmdeck.testing.prompt_cache import prompt_tokens
+from swarmdeck.testing.script import Api, FakeRequest, Fault
+
+if TYPE_CHECKING:
+    from swarmdeck.testing.fake_llm import FakeLLM
+
+FAKE_MODELS = ("fake-model",)
+MAX_BODY_BYTES = 32 * 1024 * 1024
+SERVER_NAME = "swarmdeck-fake-llm"
+
+_DEFAULT_MESSAGES: dict[int, str] = {
+    401: "invalid API key",
+    402: "insufficient balance",
+    429: "rate limit exceeded",
+    500: "internal server error",
+}
+_ROUTES = {"/v1/chat/completions": "POST", "/v1/messages": "POST", "/v1/models": "GET"}
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request as the server saw it (header names lower-cased; body None if not JSON)."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+    timestamp: float
+
+
+@dataclass(frozen=True)
+class Send:
+    """Bytes to write to the client."""
+
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Pause:
+    """Wait this long before the next step; if the server stops meanwhile, drop the
+    connection without a word, like a server going down."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Hangup:
+    """Close the connection abruptly, as a crashing upstream would; nothing follows."""
+
+
+@dataclass(frozen=True)
+class Close:
+    """The answer is whole; close the connection after it rather than keep it alive."""
+
+
+Step = Send | Pause | Hangup | Close
+
+
+class _Answered(Exception):
+    """The exchange is over: what was sent is the whole answer."""
+
+
+class _Dropped(Exception):
+    """The answer was cut short on purpose: hang up."""
+
+
+def error_body(api: Api, status: int, message: str) -> dict[str, Any]:
+    """An error body in the vendor's shape."""
+    wire = anthropic_wire if api == "anthropic" else openai_wire
+    return wire.error_body(status, message)
+
+
+def models_list() -> dict[str, Any]:
+    """A model list both SDKs can parse (OpenAI and Anthropic fields side by side)."""
+    data = [
+        {
+            "id": name,
+            "object": "model",
+            "type": "model",
+            "created": CREATED,
+            "owned_by": "swarmdeck",
+            "display_name": name,
+            "created_at": "2023-11-14T22:13:20Z",
+        }
+        for name in FAKE_MODELS
+    ]
+    return {
+        "object": "list",
+        "data": data,
+        "has_more": False,
+        "first_id": FAKE_MODELS[0],
+        "last_id": FAKE_MODELS[-1],
+    }
+
+
+def body_length(headers: Mapping[str, str]) -> int:
+    """The Content-Length a request announces (0 if none); 400 or 413 if it is unusable."""
+    try:
+        length = int(headers.get("content-length") or 0)
+    except ValueError:
+        raise bad_request("invalid Content-Length header") from None
+    if length < 0 or length > MAX_BODY_BYTES:
+        raise HttpError(413, "request body too large")
+    return length
+
+
+def is_chunked(headers: Mapping[str, str]) -> bool:
+    """Whether the request body comes in chunked encoding."""
+    return "chunked" in headers.get("transfer-encoding", "").lower()
+
+
+def chunk_size(line: bytes, read_so_far: int) -> int:
+    """The size on a chunk's header line; 400 if malformed, 413 if the body grows too big."""
+    try:
+        size = int(line.split(b";")[0].strip(), 16)
+    except ValueError:
+        raise bad_request("malformed chunked request body") from None
+    if size < 0 or read_so_far + size > MAX_BODY_BYTES:
+        raise HttpError(413, "request body too large")
+    return size
+
+
+def _head(
+    fake: FakeLLM, status: int, content_type: str, extra: Iterable[tuple[str, str]] = ()
+) -> bytes:
+    """Status line and the headers every answer has, ending the header block."""
+    request_id = fake._next_request_id()
+    lines = [
+        f"HTTP/1.1 {status} {phrase(status)}",
+        f"Server: {SERVER_NAME}",
+        f"Date: {formatdate(usegmt=True)}",
+        f"Content-Type: {content_type}",
+        f"x-request-id: {request_id}",
+        f"request-id: {request_id}",
+        *(f"{name}: {value}" for name, value in extra),
+    ]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def json_answer(
+    fake: FakeLLM, status: int, payload: Any, extra: Iterable[tuple[str, str]] = ()
+) -> bytes:
+    """A whole JSON answer: head and body."""
+    data = json.dumps(payload).encode()
+    head = _head(fake, status, "application/json", [*extra, ("Content-Length", str(len(data)))])
+    return head + data
+
+
+def protocol_error(fake: FakeLLM, status: int, message: str | None = None) -> bytes:
+    """The answer to a request that is not HTTP we can parse (it ends the connection)."""
+    payload = error_body("openai", status, message or phrase(status))
+    return json_answer(fake, status, payload, [("Connection", "close")])
+
+
+def _fault_error(fault: Fault) -> HttpError:
+    """The error answer a scripted status fault produces."""
+    status = fault.status or 500
+    message = _DEFAULT_MESSAGES.get(status) or phrase(status).lower()
+    return HttpError(status, message, body=fault.body, retry_after=fault.retry_after)
+
+
+def exchange(
+    fake: FakeLLM,
+    method: str,
+    target: str,
+    headers: Mapping[str, str],
+    body: bytes | HttpError,
+    arrived: float,
+) -> Iterator[Step]:
+    """Answer one request (header names lower-cased; `body` the error reading it raised, if
+    it could not be read): every failure becomes an answer, never a crash."""
+    path = urlsplit(target).path.rstrip("/")
+    api: Api = "anthropic" if path.startswith("/v1/messages") else "openai"
+    started = False
+    fake._enter()
+    try:
+        if isinstance(body, HttpError):
+            # The rest of the stream cannot be trusted to start a next request.
+            yield Close()
+            raise body
+        parsed = _parse(fake, method, path, headers, body, arrived)
+        for step in _route(fake, method, path, api, parsed):
+            started = started or isinstance(step, Send)
+            yield step
+    except _Answered:
+        pass
+    except _Dropped:
+        yield Hangup()
+    except HttpError as exc:
+        yield from _error(fake, api, exc, started)
+    except Exception as exc:  # a bug here or in a script callable: answer, do not die
+        yield from _error(fake, api, HttpError(500, f"fake LLM internal error: {exc!r}"), started)
+    finally:
+        fake._leave()
+
+
+def _parse(
+    fake: FakeLLM, method: str, path: str, headers: Mapping[str, str], raw: bytes, arrived: float
+) -> Any:
+    """Record the request, then parse its JSON body (400 if it is not JSON)."""
+    parsed: Any = None
+    error: HttpError | None = None
+    if raw:
+        try:
+            parsed = json.loads(raw)
+        except ValueError as exc:
+            error = bad_request(f"request body is not valid JSON: {exc}")
+    fake._record(RecordedRequest(method, path, dict(headers), parsed, arrived))
+    if error is not None:
+        raise error
+    return parsed
+
+
+def _route(fake: FakeLLM, method: str, path: str, api: Api, body: Any) -> Iterator[Step]:
+    """Dispatch by path and method."""
+    if path not in _ROUTES:
+        raise HttpError(404, f"no such endpoint: {method} {path}")
+    if method != _ROUTES[path]:
+        raise HttpError(405, f"method {method} not allowed on {path}")
+    if path == "/v1/models":
+        yield Send(json_answer(fake, 200, models_list()))
+    else:
+        yield from _chat(fake, api, body)
+
+
+def _chat(fake: FakeLLM, api: Api, body: Any) -> Iterator[Step]:
+    """Answer a chat request from the script."""
+    wire = openai_wire if api == "openai" else anthropic_wire
+    request = wire.validate(body, fake.quirks)
+    yield from _check_window(fake, api, request)
+    reply = fake._reply(request)
+    fault = (
+        reply.fault
+        if reply.fault is not None and fake._faults.fires(reply.fault, request)
+        else None
+    )
+    wait = fake.latency + reply.delay
+    if wait > 0:
+        yield Pause(wait)
+    if fault is not None and fault.status is not None:
+        raise _fault_error(fault)
+    malformed = bool(fault and fault.malformed_arguments)
+    cache = fake.cache.serve(api, request.body)
+    answer = build_answer(api, reply, request, malformed=malformed, cache=cache)
+    yield from _answer(fake, api, answer, request, fault or Fault(), reply.chunk_delay)
+
+
+def _check_window(fake: FakeLLM, api: Api, request: FakeRequest) -> Iterator[Step]:
+    """Refuse a prompt that, with the output it asks room for, is over the model's window:
+    with the vendor's 400, or (llama.cpp) a 200 whose stream is empty."""
+    window, style = fake.window()
+    if window is None:
+        return
+    prompt = prompt_tokens(api, request.body)
+    asked = request.body.get("max_tokens", request.body.get("max_completion_tokens"))
+    completion = asked if isinstance(asked, int) and not isinstance(asked, bool) else 0
+    if prompt + completion <= window:
+        return
+    if style == "empty_stream" and request.stream:
+        yield from _sse(fake, [])
+        raise _Answered
+    if api == "anthropic":
+        raise anthropic_wire.context_error(prompt, completion, window)
+    raise openai_wire.context_error(style, prompt, completion, window)
+
+
+def _answer(
+    fake: FakeLLM, api: Api, answer: Answer, request: FakeRequest, fault: Fault, gap: float
+) -> Iterator[Step]:
+    """The answer as JSON or as the vendor's event stream, as the fault has it."""
+    cut = fault.cut_stream
+    if not request.stream or fault.ignore_stream:
+        payload = (
+            openai_wire.completion(answer) if api == "openai" else anthropic_wire.message(answer)
+        )
+        data = json_answer(fake, 200, payload)
+        if cut:
+            # Half the body (the head says more): the client's parser sees it truncated.
+            body_at = data.index(b"\r\n\r\n") + 4
+            yield Send(data[: body_at + (len(data) - body_at) // 2])
+            raise _Dropped
+        yield Send(data)
+    elif fault.empty_stream:
+        yield from _sse(fake, [])
+    elif api == "openai":
+        options = request.body.get("stream_options")
+        include_usage = isinstance(options, Mapping) and options.get("include_usage") is True
+        events = openai_wire.stream(answer, include_usage and not fault.omit_usage)
+        yield from _sse(fake, events, cut=cut, gap=gap)
+    else:
+        events = anthropic_wire.stream(answer, usage=not fault.omit_usage)
+        yield from _sse(fake, events, cut=cut, gap=gap)
+
+
+def _sse(
+    fake: FakeLLM, events: list[str], *, cut: bool = False, gap: float = 0.0
+) -> Iterator[Step]:
+    """An event stream in chunked encoding, `gap` seconds between events; `cut` stops
+    half-way without the final chunk. Events with no gap between them leave in one write:
+    an answer split over many small writes costs both ends a syscall per piece."""
+    head = _head(
+        fake,
+        200,
+        "text/event-stream; charset=utf-8",
+        [("Cache-Control", "no-cache"), ("Transfer-Encoding", "chunked")],
+    )
+    if cut:
+        events = events[: max(1, len(events) // 2)]
+    pending = [head]
+    for i, event in enumerate(events):
+        if i and gap:
+            yield Send(b"".join(pending))
+            pending = []
+            yield Pause(gap)
+        data = event.encode()
+        pending.append(b"%x\r\n%s\r\n" % (len(data), data))
+    if cut:
+        # Without the terminating chunk the client's HTTP parser sees a truncated body.
+        yield Send(b"".join(pending))
+        raise _Dropped
+    pending.append(b"0\r\n\r\n")
+    yield Send(b"".join(pending))
+
+
+def _error(fake: FakeLLM, api: Api, error: HttpError, started: bool) -> Iterator[Step]:
+    """An error in the vendor's shape, unless an answer was already under way."""
+    if started:
+        yield Hangup()
+        return
+    body = error.body if error.body is not None else error_body(api, error.status, error.message)
+    extra = []
+    if error.retry_after is not None:
+        seconds = error.retry_after
+        extra.append(
+            ("Retry-After", str(int(seconds)) if seconds == int(seconds) else str(seconds))
+        )
+    yield Send(json_answer(fake, error.status, body, extra))
