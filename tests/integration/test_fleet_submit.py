@@ -9,6 +9,7 @@ only (the `store` fixture doubles a test, and each starts worker processes).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 import signal
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from swarmdeck.config import load_settings
 from swarmdeck.runtime.host import Host, SessionRequest
 from swarmdeck.testing.script import FakeRequest, Reply
 from tests.conftest import Store, run_cli, write_provider
@@ -298,3 +300,51 @@ def test_a_timeout_on_the_fleet_path_stops_the_session_on_its_worker(
             ).scalar_one()
 
     wait_for(lambda: workflow_status() == "CANCELLED", what="the worker to stop the workflow")
+
+
+def test_a_worker_starts_what_it_takes_at_once_within_its_concurrency(
+    store: Store, sd_home: Path, workdir: Path, fake_llm
+) -> None:
+    # DBOS's queue thread would start a session only at its next poll: at 60 s, a session
+    # that starts at all within the test was started by the worker's own prompt claim.
+    write_provider(sd_home, "fake", fake_llm.openai_base_url)
+    gate = threading.Event()
+
+    def held(req: FakeRequest) -> Reply:
+        gate.wait(30)
+        return text("done")
+
+    script = Scripted({"first job": Agent([held]), "second job": Agent([text("done")])})
+    fake_llm.set_script(script)
+    settings = dataclasses.replace(load_settings(), queue_poll_seconds=60.0, worker_concurrency=1)
+    worker = Host(settings, role="worker")
+    engine = worker.launch()
+    submitter = Host()
+    catalog = open_catalog()
+    try:
+        first = submitter.create_session(SessionRequest("first job", "fake", workdir), fleet=True)
+        assert engine.take_handovers() == [first.id]
+        wait_for(lambda: script.asked.get("first job") == 1, timeout=15, what="the first turn")
+        # The worker runs one session at a time: the second waits on the queue.
+        second = submitter.create_session(SessionRequest("second job", "fake", workdir), fleet=True)
+        assert engine.take_handovers() == [second.id]
+        # The claim is done when take_handovers returns: one beyond the limit would be
+        # PENDING (claimed) already.
+        assert asyncio.run(engine.workflow_status(second.id)) == "ENQUEUED"
+        gate.set()
+        wait_for(
+            lambda: catalog.get_session(first.id).status == "completed",
+            timeout=15,
+            what="the first session to complete",
+        )
+        assert catalog.get_session(second.id).status == "pending"
+        # Its slot free again, the next claim starts the second.
+        wait_for(lambda: engine._prompt.claim_now() == 1, timeout=15, what="a free slot")
+        wait_for(
+            lambda: catalog.get_session(second.id).status == "completed",
+            timeout=15,
+            what="the second session to complete",
+        )
+    finally:
+        gate.set()
+        worker.shutdown()

@@ -8,6 +8,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
+
+from tests.conftest import cli_env, write_provider
 
 PROBE = """
 import json, sys
@@ -21,11 +24,56 @@ print(json.dumps({"groups": groups, "loaded": sorted(m for m in sys.modules if m
 """
 
 
+# Up to the hand-over the fleet path needs only the command's own modules: what follows it
+# (the event loop, the progress printer, the verdict) is imported after the session was
+# handed over, beside the worker already running it (drivers.WARM_MODULES). The probe runs
+# the real `dispatch` command and reports what was imported when its hand-over committed.
+HANDOVER_PROBE = """
+import json, os, sys
+import swarmdeck.catalog.direct as direct
+hand_over = direct.DirectCatalog.hand_over
+def report(self, row, task):
+    hand_over(self, row, task)
+    later = ("asyncio", "rich", "swarmdeck.dispatch.runlog", "swarmdeck.dispatch.verdict",
+             "swarmdeck.dispatch.schemas", "swarmdeck.ui")
+    # stdout is the contract's (ContractStdout guards it): the report goes to a file.
+    with open(os.environ["PROBE_REPORT"], "w") as out:
+        json.dump({"loaded": sorted(m for m in sys.modules if m.startswith(later))}, out)
+    os._exit(0)
+direct.DirectCatalog.hand_over = report
+sys.argv = ["swarmdeck", *sys.argv[1:]]
+from swarmdeck.cli.app import main
+main()
+"""
+
+
 def _probe(*argv: str) -> dict[str, list[str]]:
     out = subprocess.run(
         [sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, check=True
     )
     return json.loads(out.stdout)
+
+
+def test_the_dispatch_fleet_path_imports_what_follows_only_after_the_hand_over(
+    sd_home: Path, workdir: Path, tmp_path: Path
+) -> None:
+    from swarmdeck.catalog.catalog import Catalog
+    from swarmdeck.catalog.workers import WorkerRegistry
+    from swarmdeck.config import load_settings
+
+    write_provider(sd_home, "fake", "http://127.0.0.1:9/v1")
+    # A live worker on another host (its lease fresh): dispatch takes the fleet path.
+    catalog = Catalog.open(load_settings().store_url)
+    WorkerRegistry(catalog.engine, "elsewhere").register("elsewhere-1-abc", "worker")
+    catalog.engine.dispose()
+    report = tmp_path / "imports.json"
+    subprocess.run(
+        [sys.executable, "-c", HANDOVER_PROBE,
+        "dispatch", "--provider", "fake", "--mode", "explore", "--workdir", str(workdir),
+        "--task", "what does main return?", "--quiet",
+        ], env=cli_env(sd_home, PROBE_REPORT=str(report)), check=True, capture_output=True,
+    )  # fmt: skip
+    assert json.loads(report.read_text())["loaded"] == []
 
 
 def test_the_dispatch_fleet_path_imports_no_extra() -> None:

@@ -6,7 +6,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from pydantic import ValidationError
@@ -17,6 +17,10 @@ from typer.core import TyperCommand
 from swarmdeck.cli.app import app
 from swarmdeck.dispatch.stdout import ContractStdout
 from swarmdeck.errors import SwarmdeckError, UsageError
+
+if TYPE_CHECKING:
+    # The verdict's models (~15 ms with their schemas) come after the hand-over.
+    from swarmdeck.dispatch.verdict import Started
 
 ProviderOpt = Annotated[
     str | None, typer.Option("--provider", "-p", help="Provider key, or provider:model.")
@@ -173,7 +177,6 @@ def run_contract(out: ContractStdout, opts: Any, *, started_line: bool) -> int:
     """Prepare and run one dispatch; returns the exit code. `started_line` False: stderr."""
     from swarmdeck.dispatch.plan import prepare
     from swarmdeck.dispatch.runner import Runner
-    from swarmdeck.dispatch.verdict import Started
 
     plan = prepare(opts)
     if opts.dry_run:

@@ -9,14 +9,11 @@ this process only follows.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from swarmdeck.catalog.direct import DirectCatalog, is_driver_error
 from swarmdeck.catalog.liveness import WorkerRow
@@ -24,13 +21,18 @@ from swarmdeck.catalog.records import EventRecord, SessionRecord, UsageTotals
 from swarmdeck.config import Settings
 from swarmdeck.tools.sandbox_info import OPTED_OUT_REASON, SandboxInfo
 
+if TYPE_CHECKING:
+    # asyncio (~15 ms) is imported after the hand-over (WARM_MODULES): the follow-up runs
+    # on it, the hand-over does not.
+    import asyncio
+
 CANCEL_WAIT_S = 10.0
 # A session handed to the fleet that no worker took this long is taken back, to run here,
 # when no worker is alive any more (one that died just after we looked, say).
 TAKE_BACK_AFTER_S = 2.0
 CHECK_FLEET_EVERY_S = 1.0
 # Modules the follow-up needs, imported in a thread while the worker already works.
-WARM_MODULES = ("swarmdeck.dispatch.verdict", "swarmdeck.ui.progress")
+WARM_MODULES = ("asyncio", "swarmdeck.dispatch.verdict", "swarmdeck.ui.progress")
 
 
 class Source(Protocol):
@@ -101,6 +103,8 @@ class LocalDriver:
     async def start(self, session_id: str, resume_text: str | None) -> None:
         """Start (or, resuming, continue) the session here; `outcome` then finishes when its
         workflow ends."""
+        import asyncio
+
         if resume_text is None:
             await self.host.start(session_id)
         else:
@@ -198,6 +202,8 @@ class FleetDriver:
 
     async def watch(self, session_id: str) -> None:
         """Take the session back to run here when no worker took it and none is alive."""
+        import asyncio
+
         now = time.monotonic()
         if self.local is not None or now - self._handed_at < TAKE_BACK_AFTER_S:
             return
@@ -221,6 +227,8 @@ class FleetDriver:
 
     async def stop(self, session_id: str, why: str) -> None:
         """Cancel the session tree in the catalog; its worker stops its workflows."""
+        import asyncio
+
         if self.local is not None:
             await self.local.stop(session_id, why)
             return
@@ -256,6 +264,10 @@ async def stop_session(host: Any, session_id: str, why: str) -> None:
 
     With the engine running here, its workflows are cancelled here; else (the session runs
     on a fleet worker) the tree is cancelled in the catalog and its worker stops them."""
+    import asyncio
+    import contextlib
+    import logging
+
     # Cancelled steps make the engine log warnings; the caller says what happened.
     logging.getLogger("dbos").setLevel(logging.ERROR)
     with contextlib.suppress(Exception):

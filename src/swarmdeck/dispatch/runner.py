@@ -3,7 +3,6 @@ watched run with wall-clock and idle timeouts and signal handling, then the verd
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import sys
 import time
@@ -22,6 +21,8 @@ from swarmdeck.workspace.rundir import RunDir
 
 if TYPE_CHECKING:
     # The fleet path hands its session over before it needs these (drivers.WARM_MODULES).
+    import asyncio
+
     from swarmdeck.dispatch.runlog import RunLog
     from swarmdeck.dispatch.verdict import Started, Verdict
 
@@ -91,7 +92,8 @@ class Runner:
         self.plan = plan
         self.on_started = on_started
         self.on_verdict = on_verdict
-        self.stop = asyncio.Event()
+        # Set by a signal while following (made by run: asyncio comes after the hand-over).
+        self.stop: asyncio.Event | None = None
         self._signal: int | None = None
 
     def run(self) -> Verdict:
@@ -114,7 +116,11 @@ class Runner:
             prompt = plan.spec.prompt(str(workdir), plan.step_cap)
             cursor = self._prepare_resume(driver, prompt)
         paths = _run_paths(plan.settings, session_id, plan.resume is not None)
+        import asyncio
+
         from swarmdeck.dispatch.runlog import RunLog
+
+        self.stop = asyncio.Event()
 
         log = RunLog(paths.log, paths.events, to_stderr=plan.opts.progress)
         sandbox = driver.sandbox(plan.opts.no_sandbox)
@@ -253,6 +259,8 @@ class Runner:
     async def _run(
         self, driver: Any, sid: str, cursor: int, paths: RunPaths, log: RunLog, started_at: float
     ) -> Verdict:
+        import asyncio
+
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._on_signal, sig)
@@ -286,6 +294,7 @@ class Runner:
                 loop.remove_signal_handler(sig)
 
     def _on_signal(self, sig: int) -> None:
+        assert self.stop is not None
         if self.stop.is_set():
             # A second signal: the user means it; leave at once.
             raise KeyboardInterrupt
@@ -296,7 +305,10 @@ class Runner:
         self, driver: Any, sid: str, cursor: int, log: RunLog, seen: list[EventRecord]
     ) -> _End:
         """Print events until the run ends by itself, a timeout fires, or a signal comes."""
+        import asyncio
+
         plan = self.plan
+        assert self.stop is not None
         stopped = asyncio.ensure_future(self.stop.wait())
         start = last_event = last_beat = time.monotonic()
         ended = False
@@ -420,6 +432,8 @@ async def _last_sign_of_life(source: Source, sid: str, last_event: float, now: f
     later, its last activity touch (a model streaming a long answer touches the session
     while no event comes; the session may run in another process, so this is read from
     the catalog)."""
+    import asyncio
+
     record = await asyncio.to_thread(source.get_session, sid)
     if record.active_at is None:
         return last_event

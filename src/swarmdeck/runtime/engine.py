@@ -10,6 +10,10 @@ per-worker and global concurrency. Two pieces DBOS lacks are added beside it, he
   executor's unfinished workflows back on SESSIONS_QUEUE, where any live worker takes
   them. (DBOS's own recovery call would use its internal queue, which polls once a second
   and which every DBOS process, a short `swarmdeck run` too, dequeues from.)
+- a prompt start. DBOS's queue thread polls (queue_poll_seconds); a worker that claims a
+  session handed to it enqueues it and then claims from the queue at once itself, through
+  DBOS's own claim, so the queue's limits hold and the session does not wait for the poll
+  (see _PromptClaims).
 - fencing. A worker that was only paused comes back still running its sessions. DBOS
   already refuses its engine steps (each execution owns its workflow by a token); the
   session's own journal lives in the catalog, where each execution writes under an epoch
@@ -36,7 +40,8 @@ from typing import Any
 
 import sqlalchemy as sa
 from dbos import DBOS, DBOSClient, DBOSConfig, SetWorkflowID
-from dbos._utils import INTERNAL_QUEUE_NAME
+from dbos._core import execute_dequeued_workflow
+from dbos._utils import INTERNAL_QUEUE_NAME, GlobalParams, generate_uuid
 
 from swarmdeck import __version__
 from swarmdeck.catalog.workers import WorkerRegistry
@@ -242,6 +247,87 @@ def install_sqlite_listener() -> bool:
     return True
 
 
+class _PromptClaims:
+    """Claims from the fleet's queue at once, beside DBOS's queue thread, within the queue's
+    per-worker and global concurrency.
+
+    Both claim through DBOS's `start_queued_workflows`: the global limit it checks in the
+    claim's own transaction; the per-worker one from the running count its caller passes.
+    Two callers in one process could each pass a count that misses the other's claims (a
+    claimed workflow counts as running only once it was dispatched), so every claim on the
+    fleet's queue is wrapped here: under one lock, and counting the claims of the last
+    second not yet seen running (over-counting only defers a claim to the next poll).
+    """
+
+    RECENT_S = 1.0
+
+    def __init__(self, dbos: Any) -> None:
+        self.dbos = dbos
+        self.sys_db = dbos._sys_db
+        self._claim = self.sys_db.start_queued_workflows
+        self._lock = threading.Lock()
+        self._recent: dict[str, float] = {}
+        self.sys_db.start_queued_workflows = self._locked_claim
+
+    def _locked_claim(
+        self,
+        queue: Any,
+        executor_id: str,
+        app_version: str,
+        partition_key: str | None,
+        local_running_count: int = 0,
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
+        if queue.name != SESSIONS_QUEUE:
+            return self._claim(
+                queue, executor_id, app_version, partition_key, local_running_count, *args, **kwargs
+            )
+        with self._lock:
+            running = max(local_running_count, self._running())
+            ids, reason = self._claim(
+                queue, executor_id, app_version, partition_key, running, *args, **kwargs
+            )
+            now = time.monotonic()
+            self._recent.update(dict.fromkeys(ids, now))
+            return ids, reason
+
+    def _running(self) -> int:
+        """This process's sessions on the fleet's queue, with those claimed but not yet
+        dispatched (caller holds the lock)."""
+        active = self.dbos._active_workflows_set
+        now = time.monotonic()
+        running_ids = set(active.activeList())
+        self._recent = {
+            wf: at
+            for wf, at in self._recent.items()
+            if now - at < self.RECENT_S and wf not in running_ids
+        }
+        return active.count_for_queue(SESSIONS_QUEUE) + len(self._recent)
+
+    def claim_now(self) -> int:
+        """Claim what the fleet's queue holds, as far as its limits allow, and start it here;
+        returns how many started. Left to the queue thread where the queue has partition
+        limits or the store is sharded (DBOS's thread handles those)."""
+        queue = self.sys_db.get_queue(SESSIONS_QUEUE)
+        if queue is None or queue._has_partition_limits() or self.sys_db.sharded:
+            return 0
+        owner = generate_uuid()
+        ids, _reason = self.sys_db.start_queued_workflows(
+            queue, GlobalParams.executor_id, GlobalParams.app_version, None, 0, owner_xid=owner
+        )
+        if not ids:
+            return 0
+        found = {s["workflow_uuid"]: s for s in self.sys_db.get_workflow_statuses(ids)}
+        for wf in ids:
+            status = found.get(wf) or self.sys_db.get_workflow_status(wf)
+            if status is None:
+                log.warning("claimed workflow %s has no status; recovery will find it", wf)
+                continue
+            execute_dequeued_workflow(self.dbos, status, owner)
+        return len(ids)
+
+
 def new_executor_id(hostname: str) -> str:
     """A unique executor id per process (two processes sharing one ran a step twice)."""
     return f"{hostname}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
@@ -293,6 +379,7 @@ class Engine:
         self._launched = False
         # Handles of workflows started by this process: awaiting them needs no polling.
         self._handles: dict[str, Any] = {}
+        self._prompt: _PromptClaims | None = None
 
     def register(self) -> None:
         """Take this process's lease (once): register as a live executor and keep the lease
@@ -342,6 +429,7 @@ class Engine:
                     # them; a process that only lends a hand keeps what the fleet set.
                     on_conflict="always_update" if self.role == "worker" else "never_update",
                 ).result()
+            self._prompt = _PromptClaims(_dbos())
         # Slots a crashed worker held (mid-call, or kept between calls) are free again now,
         # whether or not this process takes over its sessions.
         self.services.limiter.free_slots_of(self.workers.crashed())
@@ -427,11 +515,14 @@ class Engine:
         return True
 
     def take_handovers(self, limit: int = 100) -> list[str]:
-        """Claim sessions handed to the fleet and enqueue them; returns their ids."""
+        """Claim sessions handed to the fleet and enqueue them, then claim from the queue at
+        once rather than at DBOS's next poll; returns their ids."""
         taken = self.services.catalog.take_handover(self.executor_id, limit)
         for sid in taken:
             record = self.services.catalog.get_session(sid)
             self._enqueue_sync(sid, record.generation)
+        if taken and self._prompt is not None:
+            self._prompt.claim_now()
         return taken
 
     # -- sessions ----------------------------------------------------------------------
