@@ -64,6 +64,9 @@ def fake_llm(request: pytest.FixtureRequest) -> Iterator[FakeLLM]:
 @pytest.fixture(autouse=True)
 async def _close_clients() -> AsyncIterator[None]:
     """Close the SDK clients a test made, so no connection outlives its event loop."""
+    # Left by a test that ran its own loop (asyncio.run): that loop, and the clients'
+    # sockets with it, is gone, and closing them on this one raises "Event loop is closed".
+    _open_clients.clear()
     yield
     while _open_clients:
         await _open_clients.pop().close()
