@@ -50,6 +50,11 @@ def parse_args() -> argparse.Namespace:
         help="comma-separated worker counts; 0 runs the sessions in this process",
     )
     p.add_argument("--store", default=None, help="postgresql://... (default: a fresh SQLite file)")
+    p.add_argument(
+        "--ours-only",
+        action="store_true",
+        help="skip the bare-DBOS peers (to profile ours); prints no ratio",
+    )
     p.add_argument("--bare-child", type=int, default=0, help=argparse.SUPPRESS)
     return p.parse_args()
 
@@ -281,13 +286,14 @@ def main() -> None:
             return SessionRequest("bench", "bench:scripted", workdir, tool_names=["wait"])
 
         async def run_here() -> Run:
+            # From before the sessions are created, as on the fleet (where creating one is
+            # submitting it) and as bare DBOS's start creates its workflows.
             t0 = time.perf_counter()
             ids = [host.create_session(request()).id for _ in range(n)]
             created = time.perf_counter() - t0
-            t1 = time.perf_counter()
             await asyncio.gather(*(host.start(i) for i in ids))
             outcomes = await asyncio.gather(*(host.wait(i) for i in ids))
-            wall = time.perf_counter() - t1
+            wall = time.perf_counter() - t0
             bad = [o for o in outcomes if o.get("status") != "completed"]
             assert not bad, bad[:3]
             await host.services.close_models()  # the pools of this loop
@@ -324,13 +330,21 @@ def main() -> None:
             return wall
 
         try:
-            bare_step = asyncio.run(bare(bare_session, args.wait))
-            same = asyncio.run(bare(bare_same_work, base_url, args.wait))
+            if not args.ours_only:
+                bare_step = asyncio.run(bare(bare_session, args.wait))
+                same = asyncio.run(bare(bare_same_work, base_url, args.wait))
             runs = []
             for processes in counts:
                 runs.append(asyncio.run(run_here()) if processes == 0 else run_fleet(processes))
         finally:
             host.shutdown()
+    if args.ours_only:
+        for run in runs:
+            print(
+                f"  swarmdeck, {run.processes} worker process(es) (0: here) {run.wall:7.2f} s "
+                f"(creating the sessions: {run.created:.2f} s of it)"
+            )
+        return
     # Bare DBOS given the processes our fleet runs got (after the host stopped, as the
     # fleet's workers run without it).
     bare_fleet = {
@@ -349,7 +363,7 @@ def main() -> None:
         print(
             f"  swarmdeck, {where:<24} {run.wall:7.2f} s   {n / run.wall:5.0f} sessions/s, "
             f"{run.wall / bare_step:.2f}x bare sleep + step, {run.wall / same:.2f}x the same work, "
-            f"{memory:5.0f} MiB"
+            f"{memory:5.0f} MiB (creating the sessions: {run.created:.2f} s of it)"
         )
     for run in runs:
         if run.processes in bare_fleet:

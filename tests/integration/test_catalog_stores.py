@@ -7,6 +7,7 @@ with separate processes released together, the way several workers share one sto
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -23,6 +24,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from swarmdeck.catalog import catalog as catalog_module
 from swarmdeck.catalog import schema
 from swarmdeck.catalog.catalog import Catalog, WriteWouldWait
 from swarmdeck.catalog.db import create_db_engine
@@ -348,23 +350,52 @@ def test_a_generation_start_is_kept_once_and_removed_with_its_session(catalog: C
     assert catalog.generation_start("s", 0) is None
 
 
-def test_a_no_wait_append_gives_way_to_a_writer_and_writes_nothing(tmp_path: Path) -> None:
+@contextlib.contextmanager
+def hold_write_lock(url: str) -> Iterator[None]:
+    """Another writer holding SQLite's write lock (a worker in another process, say)."""
+    blocker = create_db_engine(url)
+    with blocker.begin() as conn:
+        conn.execute(sa.text("UPDATE sd_sessions SET title = 'busy' WHERE id = 's'"))
+        yield
+    blocker.dispose()
+
+
+def test_a_no_wait_append_gives_way_to_a_writer_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Writes made on the event loop are a SQLite matter; PostgreSQL writes wait in threads.
     url = f"sqlite:///{tmp_path / 'store.sqlite'}"
     catalog = Catalog.open(url)
     new_session(catalog, "s")
-    blocker = create_db_engine(url)
-    with blocker.begin() as conn:
-        # Another writer holds SQLite's write lock (a worker in another process, say).
-        conn.execute(sa.text("UPDATE sd_sessions SET title = 'busy' WHERE id = 's'"))
+    monkeypatch.setattr(catalog_module, "NO_WAIT_PAUSE_S", 0.2)
+    with hold_write_lock(url):
         started = time.monotonic()
         with pytest.raises(WriteWouldWait):
             catalog.append_event("s", "turn:0", "assistant", {"text": "x"}, wait=False)
         assert time.monotonic() - started < 0.5  # at once, not after the busy timeout
-    blocker.dispose()
     assert not catalog.has_event("s", "turn:0")
+    time.sleep(0.3)  # past the pause a failure starts (see the next test)
     assert catalog.append_event("s", "turn:0", "assistant", {"text": "x"}, wait=False)
     assert [e.key for e in catalog.events("s")] == ["task", "turn:0"]
+    catalog.engine.dispose()
+
+
+def test_no_wait_writes_give_up_at_once_for_a_moment_after_one_found_the_lock_taken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Under contention most no-wait tries fail, each costing about a write: after one, the
+    # next give up without a try until the pause ends (and their callers write waiting).
+    url = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    catalog = Catalog.open(url)
+    new_session(catalog, "s")
+    monkeypatch.setattr(catalog_module, "NO_WAIT_PAUSE_S", 60.0)
+    with hold_write_lock(url), pytest.raises(WriteWouldWait):
+        catalog.touch_active("s", wait=False)
+    # The lock is free now, but within the pause a no-wait write does not try.
+    with pytest.raises(WriteWouldWait):
+        catalog.append_event("s", "turn:0", "assistant", {"text": "x"}, wait=False)
+    assert not catalog.has_event("s", "turn:0")
+    assert catalog.append_event("s", "turn:0", "assistant", {"text": "x"})  # waiting: writes
     catalog.engine.dispose()
 
 

@@ -26,6 +26,11 @@ from tests.integration.test_sessions_support import wait_for
 
 WORKER_LINE = re.compile(r"^worker (\S+) on ", re.MULTILINE)
 START_TIMEOUT_S = 90.0
+# `python -m swarmdeck`, with the package claiming another version before anything reads it.
+AS_RELEASE = (
+    "import runpy, swarmdeck; swarmdeck.__version__ = {release!r}; "
+    "runpy.run_module('swarmdeck', run_name='__main__')"
+)
 
 
 @dataclass
@@ -63,12 +68,18 @@ class Fleet:
     home: Path
     workers: list[WorkerProc] = field(default_factory=list)
 
-    def start(self, hostname: str, *args: str, **env: str) -> WorkerProc:
-        """Start a worker as if on host `hostname`; returns once it serves the store."""
+    def start(
+        self, hostname: str, *args: str, release: str | None = None, **env: str
+    ) -> WorkerProc:
+        """Start a worker as if on host `hostname` (and, given a `release`, as if that
+        version of swarmdeck were installed); returns once it serves the store."""
         log = self.home.parent / f"worker-{hostname}-{len(self.workers)}.log"
+        argv = [sys.executable, "-m", "swarmdeck", "worker", *args]
+        if release is not None:
+            argv = [sys.executable, "-c", AS_RELEASE.format(release=release), "worker", *args]
         with log.open("wb") as handle:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "swarmdeck", "worker", *args],
+                argv,
                 env=cli_env(self.home, SWARMDECK_HOSTNAME=hostname, **env),
                 stdin=subprocess.DEVNULL,
                 stdout=handle,

@@ -234,6 +234,49 @@ async def test_a_process_reuses_its_slot_then_gives_it_back(
     assert slot_holders(store.url) == [None, None]
 
 
+async def test_kept_slots_that_expire_together_go_back_in_one_write(
+    shared_limiters: tuple[ProviderLimiter, ProviderLimiter], store: Store
+) -> None:
+    limiter, _ = shared_limiters
+    config = provider(concurrency=20)
+    await hold(limiter, config, 0, [])  # the tables and slot rows exist
+    await asyncio.sleep(PARK_S + 0.3)
+    writes: list[str] = []
+
+    def count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if statement.lstrip().upper().startswith("UPDATE LIMITER_SLOTS"):
+            writes.append(statement)
+
+    engine = limiter._backend._engine  # type: ignore[union-attr]
+    event.listen(engine, "before_cursor_execute", count)
+    all_in, done = asyncio.Event(), asyncio.Event()
+    holding = 0
+
+    async def call() -> None:
+        nonlocal holding
+        async with limiter.slot(config):
+            holding += 1
+            if holding == 20:
+                all_in.set()
+            await done.wait()
+
+    try:
+        # Twenty sessions' calls end together: each keeps its slot for its next turn.
+        calls = [asyncio.create_task(call()) for _ in range(20)]
+        await asyncio.wait_for(all_in.wait(), 30)
+        taken = len(writes)
+        done.set()
+        await asyncio.gather(*calls)
+        assert len([h for h in slot_holders(store.url) if h]) == 20
+        await asyncio.sleep(PARK_S + 0.5)
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    # All twenty went back in one UPDATE (two if an expiry tick fell between them; a write
+    # each before).
+    assert slot_holders(store.url) == [None] * 20
+    assert len(writes) - taken <= 2, writes[taken:]
+
+
 async def test_a_kept_slot_goes_to_another_process_that_waits(
     shared_limiters: tuple[ProviderLimiter, ProviderLimiter],
 ) -> None:

@@ -87,3 +87,35 @@ def test_mcp_is_a_lazily_registered_command() -> None:
     probe = _probe("mcp", "ls")
     assert "mcp" in probe["groups"]
     assert not [m for m in probe["loaded"] if m == "mcp" or m.startswith(("mcp.", "opentelemetry"))]
+
+
+# A worker imports its providers' SDKs in a thread as it starts, not in its first session's
+# turn (on the event loop every session shares). The probe runs the real `worker` command
+# and reports what was imported once that preload was done.
+WORKER_PROBE = """
+import json, os, sys
+import swarmdeck.models.factory as factory
+preload = factory.preload_adapters
+def report(configs):
+    preload(configs)
+    with open(os.environ["PROBE_REPORT"], "w") as out:
+        json.dump({"kinds": sorted({c.kind for c in configs}),
+                   "loaded": sorted(m for m in ("openai", "anthropic") if m in sys.modules)}, out)
+    os._exit(0)
+factory.preload_adapters = report
+sys.argv = ["swarmdeck", *sys.argv[1:]]
+from swarmdeck.cli.app import main
+main()
+"""
+
+
+def test_a_worker_imports_its_providers_sdk_as_it_starts(sd_home: Path, tmp_path: Path) -> None:
+    write_provider(sd_home, "fake", "http://127.0.0.1:9/v1")
+    report = tmp_path / "imports.json"
+    subprocess.run(
+        [sys.executable, "-c", WORKER_PROBE, "worker"],
+        env=cli_env(sd_home, PROBE_REPORT=str(report)),
+        capture_output=True,
+        timeout=120,
+    )
+    assert json.loads(report.read_text()) == {"kinds": ["openai"], "loaded": ["openai"]}

@@ -92,6 +92,23 @@ CLAIM_RUN = (
     )
 )
 
+# An execution of the session's workflow starts (see Catalog.open_run): claimed under a new
+# epoch, `running` unless it has ended; returns the row as it is now. One statement: a
+# status update, a claim and a read were three, at the start of every session.
+OPEN_RUN = (
+    _sessions.update()
+    .where(_sessions.c.id == _session)
+    .values(
+        status=sa.case(
+            (_sessions.c.status.in_(TERMINAL_STATUSES), _sessions.c.status), else_="running"
+        ),
+        executor=sa.bindparam("b_executor", type_=sa.String),
+        epoch=_sessions.c.epoch + 1,
+        updated_at=sa.bindparam("b_ts", type_=sa.Float),
+    )
+    .returning(*_sessions.c)
+)
+
 INSERT_USAGE = schema.usage.insert()
 
 # A session shows it is working (see sessions.active_at).

@@ -8,6 +8,7 @@ import asyncio
 import os
 import signal
 import sys
+import threading
 import time
 from typing import TYPE_CHECKING, Annotated
 
@@ -65,8 +66,13 @@ def worker(
 
         sys.exit(supervise(processes, Console(stderr=True).print))
     console = Console(stderr=True)
+    from swarmdeck.models.available import ready_providers
+    from swarmdeck.models.factory import preload_adapters
+
     host = session_host(role="worker")
     engine = host.launch()
+    ready = ready_providers(host.services.providers, host.services.credentials.has)
+    threading.Thread(target=preload_adapters, args=(ready,), daemon=True).start()
     where = host.settings.store_url.split("@")[-1]
     console.print(f"worker {engine.executor_id} on {where}")
     engine.on_lease_lost = lambda: _lease_lost(engine, console, once)

@@ -40,14 +40,18 @@ def _models_of(config: ProviderConfig) -> list[str]:
     return list(config.models) if config.models else [config.model]
 
 
+def ready_providers(
+    registry: ProviderRegistry, has_key: Callable[[str], bool]
+) -> list[ProviderConfig]:
+    """The providers a session may use now: keyed (or needing no key), scripted ones aside
+    (a scripted model answers its own script only: never one to choose)."""
+    return [c for c in registry.all() if (not c.needs_key or has_key(c.key)) and c.script is None]
+
+
 def available_models(registry: ProviderRegistry, has_key: Callable[[str], bool]) -> list[ModelInfo]:
-    """Every model of every ready provider (scripted ones aside), sorted by name."""
+    """Every model of every ready provider, sorted by name."""
     found: list[ModelInfo] = []
-    for config in registry.all():
-        if config.needs_key and not has_key(config.key):
-            continue
-        if config.script is not None:
-            continue  # a scripted model answers its own script only: never one to choose
+    for config in ready_providers(registry, has_key):
         for model in _models_of(config):
             price_in, price_out = _prices(config.key, model)
             found.append(

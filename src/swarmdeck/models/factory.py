@@ -10,6 +10,17 @@ from swarmdeck.models.retry import KeyLoader, missing_key
 from swarmdeck.models.types import ChatModel
 
 
+def preload_adapters(configs: list[ProviderConfig]) -> None:
+    """Import the adapters (and their SDKs) these providers need, ahead of their first call:
+    a long-lived process (a worker) does it in a thread as it starts, so its first
+    session's turn does not import an SDK on the event loop every session shares."""
+    kinds = {c.kind for c in configs}
+    if "anthropic" in kinds:
+        import swarmdeck.models.anthropic
+    if kinds - {"anthropic"}:
+        import swarmdeck.models.openai_compat  # noqa: F401
+
+
 def build_chat_model(
     config: ProviderConfig,
     model_name: str,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import logging
+import math
 import os
 import random
 import threading
@@ -60,6 +61,8 @@ SCHEMA_ATTEMPTS = 3
 # next call of the same process (the session's next turn) takes it without a write. Other
 # processes wait at most this long for it, and a slot kept while they wait is given back.
 PARK_S = 0.1
+# Kept slots expire on ticks of this length (so they are kept PARK_S to PARK_S + a tick).
+EXPIRY_TICK_S = 0.02
 # A kept slot is reused without asking the store whether a cooldown began or others wait
 # for at most this long after the last time it asked (waiters mark themselves every
 # POLL_MIN_S..POLL_MAX_S and stay marked for FAIR_WINDOW_S, so none is missed).
@@ -277,6 +280,7 @@ class _Statements:
     waits: Select[Any]
     take_slot: Update
     release: Update
+    release_all: Update
     contend: Update
     cool_down: Update
     remaining: Select[Any]
@@ -351,6 +355,10 @@ class _Statements:
                 slots.holder == bindparam("b_holder", type_=String),
             )
             .values(holder=None, expires_at=0.0),
+            # Each holder names one lease of one slot: a slot retaken since is not touched.
+            release_all=update(limiter_slots)
+            .where(slots.holder.in_(bindparam("b_holders", expanding=True)))
+            .values(holder=None, expires_at=0.0),
             contend=update(limiter_state)
             .where(state.provider == provider)
             .values(contended_at=now),
@@ -382,6 +390,8 @@ class _SqlBackend:
         self._statements = _Statements.build(engine.dialect.name)
         self._kept: dict[str, list[_Kept]] = {}
         self._checked: dict[str, float] = {}
+        # Kept slots that expired, waiting for a DB thread to free them all in one write.
+        self._expired: list[_Lease] = []
         # A process that ends without close() still gives its kept slots back.
         atexit.register(self.give_back_kept)
 
@@ -397,7 +407,9 @@ class _SqlBackend:
         for k in kept:
             if k.timer is not None:
                 k.timer.cancel()
-            self._release_quietly(k.lease)
+        with self._lock:
+            self._expired.extend(k.lease for k in kept)
+        self._free_expired()
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a blocking DB function off the event loop."""
@@ -436,7 +448,10 @@ class _SqlBackend:
             await self._give_back(lease)
             return
         kept = _Kept(lease)
-        kept.timer = asyncio.get_running_loop().call_later(PARK_S, self._expire, kept)
+        loop = asyncio.get_running_loop()
+        # On a tick, so that the slots given back within one expire together (one write).
+        due = math.ceil((loop.time() + PARK_S) / EXPIRY_TICK_S) * EXPIRY_TICK_S
+        kept.timer = loop.call_at(due, self._expire, kept)
         self._kept.setdefault(lease.provider, []).append(kept)
 
     async def _reuse(self, config: ProviderConfig) -> _Lease | None:
@@ -470,16 +485,30 @@ class _SqlBackend:
         kept_list = self._kept.get(kept.lease.provider, [])
         if kept in kept_list:
             kept_list.remove(kept)
-            # Straight to the DB threads, not an asyncio task: a loop that ends meanwhile
-            # (a CLI run finishing) must neither drop the write nor warn about it.
-            self._executor.submit(self._release_quietly, kept.lease)
+            with self._lock:
+                self._expired.append(kept.lease)
+                first = len(self._expired) == 1
+            if first:
+                # Once the others due at this tick joined the batch (they run before a
+                # callback scheduled now), to the DB threads; not as an asyncio task: a
+                # loop that ends meanwhile (a CLI run finishing) must not warn about it, and
+                # what it left is freed by close() or at exit (give_back_kept).
+                asyncio.get_running_loop().call_soon(self._executor.submit, self._free_expired)
 
-    def _release_quietly(self, lease: _Lease) -> None:
-        """Free our slot row; on failure the lease expires by itself."""
+    def _free_expired(self) -> None:
+        """Free the slot rows of every expired kept slot, one write for all; on failure
+        their leases expire by themselves."""
+        with self._lock:
+            leases, self._expired = self._expired, []
+        if not leases:
+            return
         try:
-            self._release(lease)
+            with self._engine.begin() as conn:
+                conn.execute(
+                    self._statements.release_all, {"b_holders": [x.holder for x in leases]}
+                )
         except (OperationalError, DBAPIError) as exc:
-            log.debug("limiter: release for %s failed: %s", lease.provider, exc)
+            log.debug("limiter: freeing %d kept slots failed: %s", len(leases), exc)
 
     async def _give_back(self, lease: _Lease) -> None:
         """Free the slot if it is still ours (an expired lease may have been taken over)."""

@@ -43,7 +43,6 @@ from dbos import DBOS, DBOSClient, DBOSConfig, SetWorkflowID
 from dbos._core import execute_dequeued_workflow
 from dbos._utils import INTERNAL_QUEUE_NAME, GlobalParams, generate_uuid
 
-from swarmdeck import __version__
 from swarmdeck.catalog.workers import WorkerRegistry
 from swarmdeck.config import Settings
 from swarmdeck.runtime.services import Services, services, set_services
@@ -52,9 +51,15 @@ from swarmdeck.runtime.session import SUPERSEDED, run_session
 log = logging.getLogger(__name__)
 
 APP_NAME = "swarmdeck"
-# A fixed version: every process of a release must agree on it, or recovery (which is
-# filtered by application version) would skip the sessions another process started.
-APP_VERSION = f"swarmdeck-{__version__}"
+# DBOS recovers and dequeues only the workflows of its own application version. Named
+# after the package version, every upgrade stranded the sessions in flight: a permanent
+# system agent or a cron session waits for months, so "drain the fleet first" is no answer.
+# So the version names the session workflow's format instead: its engine steps (Durable's
+# calls, in order, and what each returns). A release that keeps them replays every waiting
+# session after an upgrade; one that changes them must change this name, and
+# tests/integration/test_workflow_format.py fails until it does. Format 1 keeps the name the first
+# release gave it, so that release's stores keep their sessions.
+APP_VERSION = "swarmdeck-0.1.0"
 # The fleet's queue of sessions (DBOS reserves names starting with `_dbos_`).
 SESSIONS_QUEUE = "swarmdeck_sessions"
 # Waiting on a workflow that runs elsewhere polls the store; DBOS's default is 1 s, which
@@ -518,12 +523,11 @@ class Engine:
         """Claim sessions handed to the fleet and enqueue them, then claim from the queue at
         once rather than at DBOS's next poll; returns their ids."""
         taken = self.services.catalog.take_handover(self.executor_id, limit)
-        for sid in taken:
-            record = self.services.catalog.get_session(sid)
-            self._enqueue_sync(sid, record.generation)
+        for sid, generation in taken:
+            self._enqueue_sync(sid, generation)
         if taken and self._prompt is not None:
             self._prompt.claim_now()
-        return taken
+        return [sid for sid, _generation in taken]
 
     # -- sessions ----------------------------------------------------------------------
 

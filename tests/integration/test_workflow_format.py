@@ -1,0 +1,82 @@
+"""The session workflow's engine steps are its format (engine.APP_VERSION): a release that
+changes them must rename the format, or the sessions an upgrade finds waiting would be
+replayed against steps they never took. This pins them for the paths every session takes."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from swarmdeck.runtime.engine import APP_VERSION
+from tests.conftest import run_cli, write_provider
+from tests.integration.test_sessions_support import (
+    Agent,
+    Scripted,
+    call,
+    calls,
+    open_catalog,
+    text,
+)
+
+# The engine steps of each workflow, by name, in order: the wait for the sub-agent and the
+# wait itself look again after each wake-up, as often as timing makes them.
+FORMAT_1 = {
+    "root": r"spawn swarmdeck\.session now children now"
+    r"( DBOS\.recv( DBOS\.sleep)? children now)* drain"
+    r" waiting_at( mail_at DBOS\.recv( DBOS\.sleep)?)* mail_at",
+    "child": r"DBOS\.send",
+}
+
+
+def engine_steps(store_url: str) -> dict[str, str]:
+    """Each workflow's engine steps by name, in order, keyed by the session's task."""
+    catalog = open_catalog()
+    engine = sa.create_engine(store_url)
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text(
+                "SELECT workflow_uuid, function_name FROM operation_outputs "
+                "ORDER BY workflow_uuid, function_id"
+            )
+        ).all()
+    names: dict[str, list[str]] = {}
+    for wf, name in rows:
+        names.setdefault(wf, []).append(name)
+    return {
+        catalog.get_session(s.id).task.split()[0]: " ".join(names.get(s.id, []))
+        for s in catalog.list_sessions()
+    }
+
+
+def test_the_session_workflows_engine_steps_are_format_1(
+    sd_home: Path, workdir: Path, fake_llm
+) -> None:
+    write_provider(sd_home, "fake", fake_llm.openai_base_url)
+    script = Scripted(
+        {
+            "child": Agent([text("child done")]),
+            "root": Agent(
+                [
+                    calls(call("spawn_agent", task="child job")),
+                    calls(call("wait_for_agents", timeout=60)),
+                    calls(call("wait", seconds=0.2)),
+                    text("root done"),
+                ]
+            ),
+        }
+    )
+    fake_llm.set_script(script)
+    res = run_cli(sd_home, "run", "root job", "-m", "fake", "-C", str(workdir), "-q", timeout=120)
+    assert res.code == 0, res.stderr
+    found = engine_steps(f"sqlite:///{sd_home / 'swarmdeck.sqlite'}")
+    assert set(found) == set(FORMAT_1), found
+    changed = {
+        task: steps for task, steps in found.items() if not re.fullmatch(FORMAT_1[task], steps)
+    }
+    assert not changed, (
+        f"the session workflow's engine steps changed: {changed}. Waiting sessions of "
+        f"{APP_VERSION} would replay against them after an upgrade: give APP_VERSION "
+        "(runtime/engine.py) a new name, and write the new steps here"
+    )
