@@ -1,17 +1,20 @@
 """Putting a dead executor's workflows back on their queue costs a constant number of
 statements, however many there are (DBOS's own recovery spends a transaction on each: 1.8 s
 for 100 sessions on a restart), and moves only what it should: the dead executor's PENDING
-workflows, each onto its own queue, once."""
+workflows, each onto its own queue, once. A stopping engine asks the store once whether it
+leaves such work."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 import sqlalchemy as sa
 
+from swarmdeck.catalog.workers import WorkerRegistry
 from swarmdeck.runtime.engine import (
     APP_NAME,
     APP_VERSION,
@@ -20,21 +23,32 @@ from swarmdeck.runtime.engine import (
     _dbos,
     _reenqueue_all,
 )
-from swarmdeck.runtime.host import Host
-from tests.conftest import Store
+from swarmdeck.runtime.host import Host, SessionRequest
+from tests.conftest import Store, write_provider
 
 MANY = 50
 OTHER_QUEUE = "swarmdeck_other"
+T = TypeVar("T")
 
 
 @pytest.fixture
-def engine(store: Store) -> Iterator[Engine]:
-    """A launched engine that serves no session queue (nothing dequeues what moves)."""
+def host(store: Store, sd_home: Path, fake_llm) -> Iterator[Host]:
+    """A host with a launched engine that serves no session queue (nothing dequeues what
+    moves), and a provider its sessions may name."""
+    write_provider(sd_home, "fake", fake_llm.openai_base_url)
     host = Host()
+    host.launch()
     try:
-        yield host.launch()
+        yield host
     finally:
         host.shutdown()
+
+
+@pytest.fixture
+def engine(host: Host) -> Engine:
+    """The host's launched engine."""
+    assert host.engine is not None
+    return host.engine
 
 
 def _seed(sys_db: Any, executor: str, count: int) -> list[str]:
@@ -74,22 +88,33 @@ def _rows(sys_db: Any, ids: list[str]) -> dict[str, tuple[Any, ...]]:
         return {r[0]: tuple(r[1:]) for r in found}
 
 
-def _statements(sys_db: Any, executors: list[str]) -> tuple[int, int]:
-    """(workflows moved, SQL statements this thread sent) of one requeue. Only this thread's
-    count: the engine's own threads (heartbeat, pollers) share the engine."""
+def _counted(engines: list[sa.Engine], fn: Callable[[], T]) -> tuple[T, int]:
+    """(what `fn` returned, SQL statements this thread sent on these engines meanwhile).
+    Only this thread's: the engine's own threads (heartbeat, pollers) share them."""
     me = threading.get_ident()
-    sent: list[str] = []
+    # Each execution's context, kept alive so that their ids stay distinct: on SQLite
+    # DBOS's engine is a view of the catalog's, and both listeners see one statement.
+    sent: list[Any] = []
 
-    def count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+    def count(
+        _conn: Any, _cursor: Any, _statement: str, _params: Any, context: Any, *_: Any
+    ) -> None:
         if threading.get_ident() == me:
-            sent.append(statement)
+            sent.append(context)
 
-    sa.event.listen(sys_db.engine, "before_cursor_execute", count)
+    for e in engines:
+        sa.event.listen(e, "before_cursor_execute", count)
     try:
-        moved = _reenqueue_all(sys_db, executors, SESSIONS_QUEUE)
+        result = fn()
     finally:
-        sa.event.remove(sys_db.engine, "before_cursor_execute", count)
-    return moved, len(sent)
+        for e in engines:
+            sa.event.remove(e, "before_cursor_execute", count)
+    return result, len({id(c) for c in sent})
+
+
+def _statements(sys_db: Any, executors: list[str]) -> tuple[int, int]:
+    """(workflows moved, statements sent) of one requeue."""
+    return _counted([sys_db.engine], lambda: _reenqueue_all(sys_db, executors, SESSIONS_QUEUE))
 
 
 def test_a_dead_executors_workflows_go_back_in_a_constant_number_of_statements(
@@ -117,3 +142,34 @@ def test_a_dead_executors_workflows_go_back_in_a_constant_number_of_statements(
     # A second call (a duplicate takeover) moves nothing.
     assert _reenqueue_all(sys_db, ["dead-one", "dead-many"], SESSIONS_QUEUE) == 0
     assert _rows(sys_db, many) == after
+
+
+def test_a_stopping_engine_asks_the_store_once_whether_it_left_work(
+    host: Host, engine: Engine, workdir: Path
+) -> None:
+    sys_db = _dbos()._sys_db
+    engines = [host.catalog.engine, sys_db.engine]
+    # Nothing left, a workflow of its own still PENDING, a session it was to start: each
+    # answered by one query (the catalog's and DBOS's tables are in one database).
+    assert _counted(engines, engine._left_work) == (False, 1)
+    [mine] = _seed(sys_db, engine.executor_id, 1)
+    assert _counted(engines, engine._left_work) == (True, 1)
+    ws = sys_db.tables.workflow_status
+    with sys_db.engine.begin() as conn:
+        conn.execute(ws.update().where(ws.c.workflow_uuid == mine).values(status="SUCCESS"))
+    assert _counted(engines, engine._left_work) == (False, 1)
+    host.create_session(SessionRequest("never started", "fake", workdir))
+    assert _counted(engines, engine._left_work) == (True, 1)
+    # It leaves the session claimable: its row stays open for a takeover.
+    executor = engine.executor_id
+    host.shutdown()
+    workers = WorkerRegistry(host.catalog.engine, host.settings.hostname, 30.0)
+    row = workers.get(executor)
+    assert row is not None and row.stopped and row.recovered_by is None
+
+
+def test_an_engine_that_leaves_nothing_closes_its_own_row(host: Host, engine: Engine) -> None:
+    executor = engine.executor_id
+    host.shutdown()
+    row = WorkerRegistry(host.catalog.engine, host.settings.hostname, 30.0).get(executor)
+    assert row is not None and row.recovered_by == executor

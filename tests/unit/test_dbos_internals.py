@@ -109,7 +109,7 @@ INTERNALS = (
     Internal(
         "dbos._sys_db",
         "SystemDatabase.get_pending_workflows",
-        "Engine._left_work",
+        "_pending_workflows (it repeats its predicates)",
         params=("executor_id", "app_version"),
     ),
     Internal(

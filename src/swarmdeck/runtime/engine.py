@@ -44,6 +44,7 @@ from dbos._core import execute_dequeued_workflow
 from dbos._utils import INTERNAL_QUEUE_NAME, GlobalParams, generate_uuid
 
 from swarmdeck import __version__
+from swarmdeck.catalog import schema
 from swarmdeck.catalog.workers import WorkerRegistry
 from swarmdeck.config import Settings
 from swarmdeck.runtime.services import Services, services, set_services
@@ -438,12 +439,24 @@ class Engine:
         """Whether this executor leaves unfinished workflows or sessions it was to start
         (when the store cannot say, it does: a needless takeover costs a query, a missed
         one a session)."""
+        sessions = schema.sessions
+        left = [
+            sa.exists().where(
+                sessions.c.status == "pending", sessions.c.executor == self.executor_id
+            )
+        ]
         try:
-            if self.services.catalog.pending_of([self.executor_id]):
-                return True
-            if not self._launched:
-                return False
-            return bool(_dbos()._sys_db.get_pending_workflows(self.executor_id, APP_VERSION))
+            store = self.services.catalog.engine
+            if self._launched:
+                # DBOS's tables are in the same database (in a schema of their own on
+                # PostgreSQL): one query asks both, where the catalog's read and DBOS's
+                # get_pending_workflows were two round trips. On DBOS's engine, which
+                # names its schema (the catalog's tables are on the default path).
+                sys_db = _dbos()._sys_db
+                left.append(sa.exists().where(*_pending_workflows(sys_db, [self.executor_id])))
+                store = sys_db.engine
+            with store.connect() as conn:
+                return bool(conn.execute(sa.select(sa.or_(*left))).scalar())
         except Exception:
             log.warning("could not tell whether this process left work; leaving it claimable")
             return True
@@ -682,6 +695,18 @@ def _beat(ref: weakref.ReferenceType[Engine]) -> None:
         del engine
 
 
+def _pending_workflows(sys_db: Any, executors: list[str]) -> list[sa.ColumnElement[bool]]:
+    """DBOS's get_pending_workflows predicates (its recovery's choice of what to requeue)
+    for these executors, of this application and version."""
+    ws = sys_db.tables.workflow_status
+    return [
+        ws.c.status == "PENDING",
+        ws.c.executor_id.in_(executors),
+        ws.c.application_version == APP_VERSION,
+        sys_db._name_filter(ws.c.application_name, sys_db.app_name),
+    ]
+
+
 def _reenqueue_all(sys_db: Any, executors: list[str], queue: str) -> int:
     """DBOS's reenqueue_for_recovery for every PENDING workflow of these executors (of this
     application and version) in one UPDATE; returns how many moved."""
@@ -691,12 +716,7 @@ def _reenqueue_all(sys_db: Any, executors: list[str], queue: str) -> int:
     with sys_db.engine.begin() as conn:
         return conn.execute(
             sa.update(ws)
-            .where(
-                ws.c.status == "PENDING",
-                ws.c.executor_id.in_(executors),
-                ws.c.application_version == APP_VERSION,
-                sys_db._name_filter(ws.c.application_name, sys_db.app_name),
-            )
+            .where(*_pending_workflows(sys_db, executors))
             .values(
                 status="ENQUEUED",
                 owner_xid=None,
