@@ -56,6 +56,9 @@ INTERNALS = (
         members=("executor_id", "app_version"),
     ),
     Internal("dbos._utils", "generate_uuid", "_PromptClaims.claim_now"),
+    # Looked up in dbos._dbos, where launch starts it: the fleet's queue is registered at
+    # the head of its thread (a fallback keeps a worker working, but up to 1 s late).
+    Internal("dbos._dbos", "queue_thread", "_launch_serving", params=("stop_event", "dbos")),
     Internal("dbos._dbos", "_get_dbos_instance", "_dbos"),
     Internal(
         "dbos._dbos",

@@ -68,6 +68,8 @@ MIN_RECV_SECONDS = 0.001
 # at most 32,766 parameters).
 POLL_BATCH = 500
 SESSION_WORKFLOW = "swarmdeck.session"
+# How long launch waits for DBOS's queue manager to register the fleet's queue.
+REGISTER_WAIT_S = 30.0
 ENDED_WORKFLOW_STATUSES = ["SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"]
 
 
@@ -248,6 +250,56 @@ def install_sqlite_listener() -> bool:
     return True
 
 
+def _launch_serving(register: Callable[[], None]) -> None:
+    """DBOS.launch, with the fleet's queue registered before DBOS's queue manager first
+    looks for queues.
+
+    The manager (dbos._queue.queue_thread) lists the store's queues as it starts and then
+    once a second (a fixed check interval), starting a worker thread for each new one. A
+    queue registered after launch, as it must be on a fresh store (the tables and the row
+    exist only once launch migrated them), was served only at the manager's next look: up
+    to a second in which nothing on the fleet's queue started (a taken-over session, one
+    beyond the prompt claim's limit). So the registration runs at the head of the
+    manager's own thread, after migrations and before its first look. Where this DBOS
+    names its manager otherwise, the queue is registered after launch, as before.
+    """
+    import dbos._dbos as dbos_module
+
+    def register_off_loop() -> None:
+        # DBOS refuses its blocking calls on a thread with a running loop, and launch may
+        # be called from async code: register from a thread of its own.
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(register).result()
+
+    manager = getattr(dbos_module, "queue_thread", None)
+    if manager is None:
+        DBOS.launch()
+        register_off_loop()
+        return
+    registered = threading.Event()
+    failed: list[BaseException] = []
+
+    def register_then_manage(stop_event: threading.Event, dbos: Any) -> None:
+        try:
+            register()
+        except BaseException as exc:  # raised again by launch, on its caller's thread
+            failed.append(exc)
+        finally:
+            registered.set()
+        manager(stop_event, dbos)
+
+    dbos_module.queue_thread = register_then_manage
+    try:
+        DBOS.launch()
+    finally:
+        dbos_module.queue_thread = manager
+    if not registered.wait(REGISTER_WAIT_S):
+        # The manager never started (a DBOS that launched no queue thread): as before.
+        register_off_loop()
+    if failed:
+        raise failed[0]
+
+
 class _PromptClaims:
     """Claims from the fleet's queue at once, beside DBOS's queue thread, within the queue's
     per-worker and global concurrency.
@@ -414,26 +466,28 @@ class Engine:
         DBOS(config=_dbos_config(settings, self.services, self.executor_id))
         if not self.serve_queue:
             DBOS.listen_queues([])
-        DBOS.launch()
+            DBOS.launch()
+        else:
+            _launch_serving(self._register_queue)
         self._launched = True
         if self.serve_queue:
-            # DBOS refuses its blocking calls on a thread with a running loop, and launch
-            # may be called from async code: register from a thread of its own.
-            with ThreadPoolExecutor(1) as pool:
-                pool.submit(
-                    DBOS.register_queue,
-                    SESSIONS_QUEUE,
-                    worker_concurrency=settings.worker_concurrency,
-                    global_concurrency=settings.queue_concurrency,
-                    polling_interval_sec=settings.queue_poll_seconds,
-                    # The queue's limits are the store's: the last worker to start sets
-                    # them; a process that only lends a hand keeps what the fleet set.
-                    on_conflict="always_update" if self.role == "worker" else "never_update",
-                ).result()
             self._prompt = _PromptClaims(_dbos())
         # Slots a crashed worker held (mid-call, or kept between calls) are free again now,
         # whether or not this process takes over its sessions.
         self.services.limiter.free_slots_of(self.workers.crashed())
+
+    def _register_queue(self) -> None:
+        """Register the fleet's queue with this worker's limits (DBOS launched)."""
+        settings = self.services.settings
+        DBOS.register_queue(
+            SESSIONS_QUEUE,
+            worker_concurrency=settings.worker_concurrency,
+            global_concurrency=settings.queue_concurrency,
+            polling_interval_sec=settings.queue_poll_seconds,
+            # The queue's limits are the store's: the last worker to start sets them; a
+            # process that only lends a hand keeps what the fleet set.
+            on_conflict="always_update" if self.role == "worker" else "never_update",
+        )
 
     def _left_work(self) -> bool:
         """Whether this executor leaves unfinished workflows or sessions it was to start
