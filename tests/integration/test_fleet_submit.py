@@ -366,10 +366,11 @@ def test_a_first_worker_on_a_fresh_store_serves_the_fleets_queue_at_once(
     write_provider(sd_home, "fake", fake_llm.openai_base_url)
     fake_llm.set_script(Scripted({"queued job": Agent([text("done")])}))
     submitter = Host()
+    # Lazy: the store has no DBOS tables until the worker's launch creates them.
+    client = DBOSClient(system_database_url=store.url, lazy=True)
     try:
-        # Pending and answerable to this live process: no worker takes it over or over.
+        # Pending and answerable to this live process: no worker starts it or takes it over.
         sid = submitter.create_session(SessionRequest("queued job", "fake", workdir)).id
-        client = DBOSClient(system_database_url=store.url, lazy=True)
         worker = fleet.start("host-a")
         enqueued = time.monotonic()
         client.enqueue(
@@ -391,8 +392,8 @@ def test_a_first_worker_on_a_fresh_store_serves_the_fleets_queue_at_once(
         catalog = open_catalog()
         wait_for(lambda: catalog.get_session(sid).status == "completed", what="the session")
         assert catalog.get_session(sid).executor == worker.executor_id
-        client.destroy()
     finally:
+        client.destroy()
         submitter.shutdown()
     # Up to ~1 s at the manager's next look; at once (a queue poll) from its first.
     assert claimed_after < 0.5, claimed_after
