@@ -348,3 +348,52 @@ def test_a_worker_starts_what_it_takes_at_once_within_its_concurrency(
     finally:
         gate.set()
         worker.shutdown()
+
+
+def test_a_first_worker_on_a_fresh_store_serves_the_fleets_queue_at_once(
+    store: Store, sd_home: Path, workdir: Path, fake_llm, fleet: Fleet
+) -> None:
+    # DBOS's queue manager looks for new queues once a second; a worker that registered
+    # the fleet's queue only after launch (the queue row can exist only once launch has
+    # migrated a fresh store) left its queue unserved for up to that second. A workflow
+    # put on the queue as the worker says it serves the store (the way a takeover by
+    # another process puts one there; no hand-over, so no prompt claim) starts at the
+    # queue's first poll (0.05 s) instead.
+    from dbos import DBOSClient
+
+    from swarmdeck.runtime.engine import APP_VERSION, SESSION_WORKFLOW, SESSIONS_QUEUE
+
+    write_provider(sd_home, "fake", fake_llm.openai_base_url)
+    fake_llm.set_script(Scripted({"queued job": Agent([text("done")])}))
+    submitter = Host()
+    # Lazy: the store has no DBOS tables until the worker's launch creates them.
+    client = DBOSClient(system_database_url=store.url, lazy=True)
+    try:
+        # Pending and answerable to this live process: no worker starts it or takes it over.
+        sid = submitter.create_session(SessionRequest("queued job", "fake", workdir)).id
+        worker = fleet.start("host-a")
+        enqueued = time.monotonic()
+        client.enqueue(
+            {
+                "queue_name": SESSIONS_QUEUE,
+                "workflow_name": SESSION_WORKFLOW,
+                "workflow_id": sid,
+                "app_version": APP_VERSION,
+            },
+            sid,
+            0,
+        )
+        wait_for(
+            lambda: client.retrieve_workflow(sid).get_status().status != "ENQUEUED",
+            timeout=10,
+            what="the worker to claim the queued session",
+        )
+        claimed_after = time.monotonic() - enqueued
+        catalog = open_catalog()
+        wait_for(lambda: catalog.get_session(sid).status == "completed", what="the session")
+        assert catalog.get_session(sid).executor == worker.executor_id
+    finally:
+        client.destroy()
+        submitter.shutdown()
+    # Up to ~1 s at the manager's next look; at once (a queue poll) from its first.
+    assert claimed_after < 0.5, claimed_after

@@ -43,6 +43,7 @@ from dbos import DBOS, DBOSClient, DBOSConfig, SetWorkflowID
 from dbos._core import execute_dequeued_workflow
 from dbos._utils import INTERNAL_QUEUE_NAME, GlobalParams, generate_uuid
 
+from swarmdeck.catalog import schema
 from swarmdeck.catalog.workers import WorkerRegistry
 from swarmdeck.config import Settings
 from swarmdeck.runtime.services import Services, services, set_services
@@ -72,6 +73,8 @@ MIN_RECV_SECONDS = 0.001
 # at most 32,766 parameters).
 POLL_BATCH = 500
 SESSION_WORKFLOW = "swarmdeck.session"
+# How long launch waits for DBOS's queue manager to register the fleet's queue.
+REGISTER_WAIT_S = 30.0
 ENDED_WORKFLOW_STATUSES = ["SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"]
 
 
@@ -252,6 +255,56 @@ def install_sqlite_listener() -> bool:
     return True
 
 
+def _launch_serving(register: Callable[[], None]) -> None:
+    """DBOS.launch, with the fleet's queue registered before DBOS's queue manager first
+    looks for queues.
+
+    The manager (dbos._queue.queue_thread) lists the store's queues as it starts and then
+    once a second (a fixed check interval), starting a worker thread for each new one. A
+    queue registered after launch, as it must be on a fresh store (the tables and the row
+    exist only once launch migrated them), was served only at the manager's next look: up
+    to a second in which nothing on the fleet's queue started (a taken-over session, one
+    beyond the prompt claim's limit). So the registration runs at the head of the
+    manager's own thread, after migrations and before its first look. Where this DBOS
+    names its manager otherwise, the queue is registered after launch, as before.
+    """
+    import dbos._dbos as dbos_module
+
+    def register_off_loop() -> None:
+        # DBOS refuses its blocking calls on a thread with a running loop, and launch may
+        # be called from async code: register from a thread of its own.
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(register).result()
+
+    manager = getattr(dbos_module, "queue_thread", None)
+    if manager is None:
+        DBOS.launch()
+        register_off_loop()
+        return
+    registered = threading.Event()
+    failed: list[BaseException] = []
+
+    def register_then_manage(stop_event: threading.Event, dbos: Any) -> None:
+        try:
+            register()
+        except BaseException as exc:  # raised again by launch, on its caller's thread
+            failed.append(exc)
+        finally:
+            registered.set()
+        manager(stop_event, dbos)
+
+    dbos_module.queue_thread = register_then_manage
+    try:
+        DBOS.launch()
+    finally:
+        dbos_module.queue_thread = manager
+    if not registered.wait(REGISTER_WAIT_S):
+        # The manager never started (a DBOS that launched no queue thread): as before.
+        register_off_loop()
+    if failed:
+        raise failed[0]
+
+
 class _PromptClaims:
     """Claims from the fleet's queue at once, beside DBOS's queue thread, within the queue's
     per-worker and global concurrency.
@@ -418,37 +471,51 @@ class Engine:
         DBOS(config=_dbos_config(settings, self.services, self.executor_id))
         if not self.serve_queue:
             DBOS.listen_queues([])
-        DBOS.launch()
+            DBOS.launch()
+        else:
+            _launch_serving(self._register_queue)
         self._launched = True
         if self.serve_queue:
-            # DBOS refuses its blocking calls on a thread with a running loop, and launch
-            # may be called from async code: register from a thread of its own.
-            with ThreadPoolExecutor(1) as pool:
-                pool.submit(
-                    DBOS.register_queue,
-                    SESSIONS_QUEUE,
-                    worker_concurrency=settings.worker_concurrency,
-                    global_concurrency=settings.queue_concurrency,
-                    polling_interval_sec=settings.queue_poll_seconds,
-                    # The queue's limits are the store's: the last worker to start sets
-                    # them; a process that only lends a hand keeps what the fleet set.
-                    on_conflict="always_update" if self.role == "worker" else "never_update",
-                ).result()
             self._prompt = _PromptClaims(_dbos())
         # Slots a crashed worker held (mid-call, or kept between calls) are free again now,
         # whether or not this process takes over its sessions.
         self.services.limiter.free_slots_of(self.workers.crashed())
 
+    def _register_queue(self) -> None:
+        """Register the fleet's queue with this worker's limits (DBOS launched)."""
+        settings = self.services.settings
+        DBOS.register_queue(
+            SESSIONS_QUEUE,
+            worker_concurrency=settings.worker_concurrency,
+            global_concurrency=settings.queue_concurrency,
+            polling_interval_sec=settings.queue_poll_seconds,
+            # The queue's limits are the store's: the last worker to start sets them; a
+            # process that only lends a hand keeps what the fleet set.
+            on_conflict="always_update" if self.role == "worker" else "never_update",
+        )
+
     def _left_work(self) -> bool:
         """Whether this executor leaves unfinished workflows or sessions it was to start
         (when the store cannot say, it does: a needless takeover costs a query, a missed
         one a session)."""
+        sessions = schema.sessions
+        left = [
+            sa.exists().where(
+                sessions.c.status == "pending", sessions.c.executor == self.executor_id
+            )
+        ]
         try:
-            if self.services.catalog.pending_of([self.executor_id]):
-                return True
-            if not self._launched:
-                return False
-            return bool(_dbos()._sys_db.get_pending_workflows(self.executor_id, APP_VERSION))
+            store = self.services.catalog.engine
+            if self._launched:
+                # DBOS's tables are in the same database (in a schema of their own on
+                # PostgreSQL): one query asks both, where the catalog's read and DBOS's
+                # get_pending_workflows were two round trips. On DBOS's engine, which
+                # names its schema (the catalog's tables are on the default path).
+                sys_db = _dbos()._sys_db
+                left.append(sa.exists().where(*_pending_workflows(sys_db, [self.executor_id])))
+                store = sys_db.engine
+            with store.connect() as conn:
+                return bool(conn.execute(sa.select(sa.or_(*left))).scalar())
         except Exception:
             log.warning("could not tell whether this process left work; leaving it claimable")
             return True
@@ -686,6 +753,18 @@ def _beat(ref: weakref.ReferenceType[Engine]) -> None:
         del engine
 
 
+def _pending_workflows(sys_db: Any, executors: list[str]) -> list[sa.ColumnElement[bool]]:
+    """DBOS's get_pending_workflows predicates (its recovery's choice of what to requeue)
+    for these executors, of this application and version."""
+    ws = sys_db.tables.workflow_status
+    return [
+        ws.c.status == "PENDING",
+        ws.c.executor_id.in_(executors),
+        ws.c.application_version == APP_VERSION,
+        sys_db._name_filter(ws.c.application_name, sys_db.app_name),
+    ]
+
+
 def _reenqueue_all(sys_db: Any, executors: list[str], queue: str) -> int:
     """DBOS's reenqueue_for_recovery for every PENDING workflow of these executors (of this
     application and version) in one UPDATE; returns how many moved."""
@@ -695,12 +774,7 @@ def _reenqueue_all(sys_db: Any, executors: list[str], queue: str) -> int:
     with sys_db.engine.begin() as conn:
         return conn.execute(
             sa.update(ws)
-            .where(
-                ws.c.status == "PENDING",
-                ws.c.executor_id.in_(executors),
-                ws.c.application_version == APP_VERSION,
-                sys_db._name_filter(ws.c.application_name, sys_db.app_name),
-            )
+            .where(*_pending_workflows(sys_db, executors))
             .values(
                 status="ENQUEUED",
                 owner_xid=None,
