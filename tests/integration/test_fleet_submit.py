@@ -397,3 +397,32 @@ def test_a_first_worker_on_a_fresh_store_serves_the_fleets_queue_at_once(
         submitter.shutdown()
     # Up to ~1 s at the manager's next look; at once (a queue poll) from its first.
     assert claimed_after < 0.5, claimed_after
+
+
+def test_a_worker_starts_the_sessions_it_takes_over_at_once(
+    store: Store, sd_home: Path, workdir: Path, fake_llm, fleet: Fleet
+) -> None:
+    # A takeover puts the dead worker's sessions back on the fleet's queue; with a 60 s
+    # queue poll, one running right after the takeover call was started by that call.
+    write_provider(sd_home, "fake", fake_llm.openai_base_url)
+    fake_llm.set_script(Scripted({"napper": Agent([calls(call("wait", seconds=300))])}))
+    doomed = fleet.start("host-a")
+    sid = Host().create_session(SessionRequest("napper", "fake", workdir), fleet=True).id
+    catalog = open_catalog()
+    wait_for(lambda: catalog.get_session(sid).status == "waiting", what="the wait")
+    fleet.kill(doomed)
+    settings = dataclasses.replace(load_settings(), queue_poll_seconds=60.0)
+    worker = Host(settings, role="worker")
+    engine = worker.launch()
+    try:
+        # On another host its pid says nothing here: its lease lapses first.
+        claimed = wait_for(engine.recover_dead_workers, timeout=30, what="the takeover")
+        assert claimed == [doomed.executor_id]
+        assert asyncio.run(engine.workflow_status(sid)) == "PENDING"  # claimed, not queued
+        wait_for(
+            lambda: catalog.get_session(sid).executor == engine.executor_id,
+            timeout=15,
+            what="the session to run on the new worker",
+        )
+    finally:
+        worker.shutdown()

@@ -575,6 +575,9 @@ class Engine:
             # Killed between writing the session and starting it: nobody else will.
             if self._enqueue_sync(record.id, record.generation, queue):
                 moved += 1
+        if moved and self._prompt is not None:
+            # As for a hand-over: start what this worker may take now, not at the next poll.
+            self._prompt.claim_now()
         return moved
 
     def _enqueue_sync(self, session_id: str, generation: int, queue: str = SESSIONS_QUEUE) -> bool:
