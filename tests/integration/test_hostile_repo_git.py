@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from swarmdeck.errors import PermissionDeniedError
 from swarmdeck.tools.builtins.shell import SHELL_TOOL
 from swarmdeck.workspace.worktrees import (
     check_clean,
@@ -170,4 +171,31 @@ async def test_read_only_git_runs_none_of_them(
     touch_all(repo)
     outcome = await call(SHELL_TOOL, tool_ctx(repo, run_dir, "explore"), argv=argv)
     assert "exit_code: 0" in outcome.content, outcome.content
+    assert ran(markers) == []
+
+
+def test_the_users_own_filters_still_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A filter set up in the user's global config (as `git lfs install` does) is the
+    user's: a worktree checkout still smudges through it, unless the repo redefines it."""
+    markers, bin_dir = tmp_path / "markers", tmp_path / "bin"
+    repo = make_hostile(tmp_path / "repo", markers, bin_dir)
+    git(repo, "config", "--remove-section", "filter.ev")
+    user = tmp_path / "gitconfig"
+    user.write_text(
+        f'[filter "ev"]\n\tsmudge = {_program(bin_dir, "user-smudge", markers, "cat")}\n'
+    )
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(user))
+    create_worktree(repo, tmp_path / "trees", "code")
+    assert ran(markers) == ["user-smudge"]
+    (markers / "user-smudge").unlink()
+    git(repo, "config", "filter.ev.process", _program(bin_dir, "process", markers))
+    create_worktree(repo, tmp_path / "trees", "code")
+    assert ran(markers) == []
+
+
+def test_a_filter_that_cannot_be_switched_off_is_refused(hostile: tuple[Path, Path]) -> None:
+    repo, markers = hostile
+    git(repo, "config", "filter.a=b.clean", "x")
+    with pytest.raises(PermissionDeniedError, match="filter named 'a=b'"):
+        check_clean(repo)
     assert ran(markers) == []
