@@ -148,7 +148,7 @@ async def test_user_tool_decorator(sd_home: Path, fake_llm, workdir: Path) -> No
         session = await with_tool.start("add", "fake", workdir=workdir)
         res = await session.result(timeout=20)
     finally:
-        with_tool.close()
+        await with_tool.aclose()
     assert res.text == "sum 5" and calls == [5]
     spec = next(
         t
@@ -300,5 +300,7 @@ async def test_the_loop_runs_threads_after_the_swarm_closes(
     if closing == "aclose":
         await swarm.aclose()
     else:
+        # close() in a loop cannot close the pools (they need the loop): done first here.
+        await swarm.host.services.close_models()
         swarm.close()
     assert await asyncio.to_thread(lambda: "ran") == "ran"
