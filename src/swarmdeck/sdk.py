@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -155,19 +154,11 @@ class Swarm:
     async def aclose(self) -> None:
         """Stop the MCP servers this process started and the adapters' pools, then the
         engine (close())."""
-        await self.host.services.aclose()
-        self.close()
+        await self.host.aclose()
 
     def close(self) -> None:
         """Stop this process's engine; unfinished sessions stay resumable."""
         self.host.shutdown()
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        # The engine made its thread pool this loop's default executor and shut it down with
-        # itself: give the loop a working one back, or asyncio.to_thread fails after close.
-        loop.set_default_executor(ThreadPoolExecutor())
 
     async def start(
         self,

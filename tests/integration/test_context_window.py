@@ -54,7 +54,7 @@ async def run_to_end(
         await host.start(record.id)
         await await_for(status_is(host.catalog, record.id, "completed", "failed"), timeout)
     finally:
-        host.shutdown()
+        await host.aclose()
     return host, record.id
 
 

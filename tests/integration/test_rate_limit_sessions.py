@@ -34,7 +34,7 @@ async def test_fifty_sessions_under_a_429_storm(sd_home: Path, fake_llm, workdir
         )
         results = await asyncio.gather(*(s.result(timeout=120) for s in sessions))
     finally:
-        swarm.close()
+        await swarm.aclose()
     assert [r.status for r in results] == ["completed"] * 50
     assert sorted(r.text for r in results) == sorted(f"done job {i}" for i in range(50))
     # One refused and one accepted request per session, and nothing more: the shared

@@ -148,7 +148,7 @@ async def test_user_tool_decorator(sd_home: Path, fake_llm, workdir: Path) -> No
         session = await with_tool.start("add", "fake", workdir=workdir)
         res = await session.result(timeout=20)
     finally:
-        with_tool.close()
+        await with_tool.aclose()
     assert res.text == "sum 5" and calls == [5]
     spec = next(
         t
@@ -284,3 +284,23 @@ async def test_a_rerun_of_a_generation_starts_as_the_first_run_did(
     assert await start_generation(session.id, 0) == first
     # A generation that never ran, on a session that has ended, does not start.
     assert (await start_generation(session.id, 1))["terminal"]
+
+
+@pytest.mark.parametrize("closing", ["aclose", "close"])
+async def test_the_loop_runs_threads_after_the_swarm_closes(
+    sd_home: Path, fake_llm, workdir: Path, closing: str
+) -> None:
+    """The engine shuts down the pool it made the loop's default executor; either way of
+    closing gives the loop a working one back."""
+    write_provider(sd_home, "fake", fake_llm.openai_base_url)
+    fake_llm.set_script({"scenarios": [{"turns": [{"text": "done"}]}]})
+    swarm = Swarm()
+    session = await swarm.start("one turn", "fake", workdir=workdir)
+    assert (await session.result(timeout=30)).status == "completed"
+    if closing == "aclose":
+        await swarm.aclose()
+    else:
+        # close() in a loop cannot close the pools (they need the loop): done first here.
+        await swarm.host.services.close_models()
+        swarm.close()
+    assert await asyncio.to_thread(lambda: "ran") == "ran"

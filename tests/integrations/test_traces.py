@@ -198,7 +198,7 @@ async def test_compactions_have_chat_spans_and_the_trace_sums_to_the_usage(
         await host.start(record.id)
         await await_for(status_is(host.catalog, record.id, "completed", "failed"), 180)
     finally:
-        host.shutdown()
+        await host.aclose()
     assert host.catalog.get_session(record.id).status == "completed"
     compactions = host.catalog.events(record.id, kinds=["compaction"])
     assert compactions

@@ -239,7 +239,7 @@ async def test_a_cron_started_turn_cannot_run_a_guarded_tool_a_persons_can(
             timeout=30,
         )
     finally:
-        swarm.close()
+        await swarm.aclose()
     turns = {e.key: e.payload for e in catalog.events(session.id, kinds=["assistant"])}
     assert turns["turn:0"]["origin"] == "person" and turns["turn:2"]["origin"] == "cron"
     guarded_cron = [r for r in cron_results if r["name"] != "cron" and r["name"] != "cancel_cron"]
@@ -297,7 +297,7 @@ async def test_a_quiet_check_tick_wakes_no_model(
         await await_for(lambda: script.asked["watch the store"] >= 2, timeout=30)
         assert events_quiet <= 3  # task, the first turn, its status: nothing per quiet tick
     finally:
-        swarm.close()
+        await swarm.aclose()
 
 
 def test_run_agent_from_the_cli(sd_home: Path, fake_llm, plugin: Path, workdir: Path) -> None:

@@ -46,4 +46,4 @@ async def test_coordinate_returns_the_swarm_object(sd_home: Path, workdir: Path,
         with pytest.raises(UsageError, match="the swarm needs a model"):
             await swarm.coordinate("no model", workdir=workdir)
     finally:
-        swarm.close()
+        await swarm.aclose()

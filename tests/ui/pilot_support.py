@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
+from typing import Literal
 
 from textual.pilot import Pilot
 
@@ -47,6 +49,30 @@ async def loaded(pilot: Pilot) -> None:
         lambda: app.followed is not None and app.followed.detail is not None,
     )
     await pilot.pause(0.1)
+
+
+# How long a 10,000-session fleet may take to show on a loaded machine.
+FLEET_TIMEOUT_S = 60
+
+
+@asynccontextmanager
+async def piloted(
+    app: DeckApp, *, wait: Literal["detail", "fleet"] = "detail"
+) -> AsyncIterator[Pilot]:
+    """`app` under textual's pilot at SIZE, once it shows the first fleet and the selected
+    session's detail (`detail`), or only the fleet (`fleet`, for the big ones)."""
+    async with app.run_test(size=SIZE) as pilot:
+        if wait == "detail":
+            await loaded(pilot)
+        else:
+            await until(
+                pilot, "the fleet on screen", lambda: app.loaded_at is not None, FLEET_TIMEOUT_S
+            )
+        yield pilot
+
+
+# The `tui` fixture: `async with tui(app) as pilot:`.
+Tui = Callable[..., AbstractAsyncContextManager[Pilot]]
 
 
 def list_lines(app: DeckApp) -> list[str]:

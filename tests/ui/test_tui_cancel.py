@@ -24,7 +24,7 @@ from tests.integration.test_sessions_support import (
     status_is,
     wait_for,
 )
-from tests.ui.pilot_support import SIZE, deck, loaded, notices, until
+from tests.ui.pilot_support import Tui, deck, notices, until
 
 pytestmark = pytest.mark.fleet
 
@@ -42,7 +42,7 @@ def workflow_statuses(catalog, ids: list[str]) -> set[str]:
 
 
 async def test_cancel_from_the_tui_stops_the_session_and_its_sub_agent(
-    sd_home: Path, workdir: Path, fake_llm, monkeypatch: pytest.MonkeyPatch
+    sd_home: Path, workdir: Path, fake_llm, monkeypatch: pytest.MonkeyPatch, tui: Tui
 ) -> None:
     write_provider(sd_home, "fake", fake_llm.openai_base_url)
     fake_llm.set_script(
@@ -76,8 +76,7 @@ async def test_cancel_from_the_tui_stops_the_session_and_its_sub_agent(
         wait_for(status_is(catalog, child, "input_required"), timeout=60, what="the question")
         assert workflow_statuses(catalog, [root, child]) == {"PENDING"}
         app = deck(catalog, pinned=False)
-        async with app.run_test(size=SIZE) as pilot:
-            await loaded(pilot)
+        async with tui(app) as pilot:
             app.session_list.select(root)
             await until(pilot, "the root followed", lambda: app.followed.session_id == root)
             await pilot.press("c")

@@ -10,18 +10,17 @@ from pathlib import Path
 from swarmdeck.cli.sessions import open_catalog
 from swarmdeck.ui.dialogs import ArtifactDialog, PromptDialog
 from tests.conftest import run_cli
-from tests.ui.pilot_support import SIZE, deck, list_lines, loaded, screen_text, until
+from tests.ui.pilot_support import Tui, deck, list_lines, screen_text, until
 from tests.ui.test_tui_live import inbox
 
 
 async def test_after_the_demo_the_tui_shows_its_tree_and_answers_its_question(
-    sd_home: Path,
+    sd_home: Path, tui: Tui
 ) -> None:
     assert run_cli(sd_home, "demo", timeout=180).code == 0
     catalog = open_catalog()
     app = deck(catalog, pinned=False)
-    async with app.run_test(size=SIZE) as pilot:
-        await loaded(pilot)
+    async with tui(app) as pilot:
         footer = screen_text(app).splitlines()[-1]
         for key in ("move", "fold", "search", "needs me", "answer", "open", "copy", "pane", "quit"):
             assert key in footer, key

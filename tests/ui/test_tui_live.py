@@ -16,7 +16,7 @@ from swarmdeck.catalog import schema
 from swarmdeck.catalog.catalog import Catalog
 from swarmdeck.ui.dialogs import ConfirmDialog, PromptDialog
 from tests.conftest import Store
-from tests.ui.pilot_support import SIZE, deck, list_lines, loaded, notices, screen_text, until
+from tests.ui.pilot_support import Tui, deck, list_lines, notices, screen_text, until
 from tests.ui.seed import seed_fleet
 
 
@@ -28,7 +28,7 @@ def in_another_process(store_url: str, code: str) -> None:
 
 
 async def test_a_change_in_another_process_shows_within_a_second(
-    store: Store, tmp_path: Path
+    store: Store, tmp_path: Path, tui: Tui
 ) -> None:
     catalog = Catalog.open(store.url)
     s = seed_fleet(catalog, tmp_path)
@@ -46,8 +46,7 @@ async def test_a_change_in_another_process_shows_within_a_second(
         shown.append((status, "the build is green" in repr(args[3])))
 
     app.apply_refresh = recording  # type: ignore[method-assign]
-    async with app.run_test(size=SIZE) as pilot:
-        await loaded(pilot)
+    async with tui(app) as pilot:
         assert app.followed is not None and app.followed.session_id == s.waiter
         in_another_process(
             store.url,
@@ -81,12 +80,13 @@ def inbox(catalog: Catalog, session_id: str) -> list[tuple[str, str]]:
         return [(r.kind, r.payload) for r in rows]
 
 
-async def test_send_answer_and_cancel_reach_the_session(store: Store, tmp_path: Path) -> None:
+async def test_send_answer_and_cancel_reach_the_session(
+    store: Store, tmp_path: Path, tui: Tui
+) -> None:
     catalog = Catalog.open(store.url)
     s = seed_fleet(catalog, tmp_path)
     app = deck(catalog)
-    async with app.run_test(size=SIZE) as pilot:
-        await loaded(pilot)
+    async with tui(app) as pilot:
         # Send the selected session (the waiter) a message.
         await pilot.press("s")
         assert isinstance(app.screen, PromptDialog)

@@ -14,23 +14,21 @@ from swarmdeck.ui.dialogs import ArtifactDialog
 from swarmdeck.ui.transcript_pane import TranscriptPane
 from tests.conftest import Store
 from tests.ui.pilot_support import (
-    SIZE,
+    Tui,
     assert_snapshot,
     deck,
     list_lines,
-    loaded,
     screen_text,
     until,
 )
 from tests.ui.seed import REPORT, seed_fleet
 
 
-async def test_tree_badges_transcript_and_inspector(store: Store, tmp_path: Path) -> None:
+async def test_tree_badges_transcript_and_inspector(store: Store, tmp_path: Path, tui: Tui) -> None:
     catalog = Catalog.open(store.url)
     s = seed_fleet(catalog, tmp_path)
     app = deck(catalog)
-    async with app.run_test(size=SIZE) as pilot:
-        await loaded(pilot)
+    async with tui(app) as pilot:
         lines = list_lines(app)
         assert lines[0] == "sessions (5)" and "system agents (1)" in lines
         # Newest root first; the coordinator's two children are folded under it.
@@ -85,12 +83,11 @@ def _followed(app) -> str | None:
     return f.session_id if f is not None and f.detail is not None else None
 
 
-async def test_filter_search_and_needs_me(store: Store, tmp_path: Path) -> None:
+async def test_filter_search_and_needs_me(store: Store, tmp_path: Path, tui: Tui) -> None:
     catalog = Catalog.open(store.url)
     s = seed_fleet(catalog, tmp_path)
     app = deck(catalog)
-    async with app.run_test(size=SIZE) as pilot:
-        await loaded(pilot)
+    async with tui(app) as pilot:
         await pilot.press("n")
         rows = [ln.row.id for ln in app.session_list.lines if ln.row]
         assert rows == [s.asker]
@@ -115,12 +112,11 @@ async def test_filter_search_and_needs_me(store: Store, tmp_path: Path) -> None:
         assert [ln.row.id for ln in app.session_list.lines if ln.row] == [s.failed]
 
 
-async def test_jumps_copy_and_artifacts(store: Store, tmp_path: Path) -> None:
+async def test_jumps_copy_and_artifacts(store: Store, tmp_path: Path, tui: Tui) -> None:
     catalog = Catalog.open(store.url)
     s = seed_fleet(catalog, tmp_path)
     app = deck(catalog)
-    async with app.run_test(size=SIZE) as pilot:
-        await loaded(pilot)
+    async with tui(app) as pilot:
         app.session_list.select(s.coordinator)
         await until(pilot, "the coordinator", lambda: _followed(app) == s.coordinator)
         await pilot.press("i")
@@ -152,13 +148,12 @@ async def test_jumps_copy_and_artifacts(store: Store, tmp_path: Path) -> None:
 
 
 async def test_keys_and_a_paste_right_after_slash_all_reach_the_search(
-    store: Store, tmp_path: Path
+    store: Store, tmp_path: Path, tui: Tui
 ) -> None:
     catalog = Catalog.open(store.url)
     seed_fleet(catalog, tmp_path)
     app = deck(catalog)
-    async with app.run_test(size=SIZE) as pilot:
-        await loaded(pilot)
+    async with tui(app) as pilot:
         search = app.query_one("#search", Input)
         # As a terminal delivers a fast typist's keys, or a paste without bracketed paste:
         # all at once, none waiting for the one before to be handled. Each of these keys is
@@ -179,12 +174,13 @@ async def test_keys_and_a_paste_right_after_slash_all_reach_the_search(
         assert search.value == "release review/"
 
 
-async def test_a_poll_while_the_app_closes_is_dropped(store: Store, tmp_path: Path) -> None:
+async def test_a_poll_while_the_app_closes_is_dropped(
+    store: Store, tmp_path: Path, tui: Tui
+) -> None:
     catalog = Catalog.open(store.url)
     seed_fleet(catalog, tmp_path)
     app = deck(catalog)
-    async with app.run_test(size=SIZE) as pilot:
-        await loaded(pilot)
+    async with tui(app):
         # As on quit: the widgets are gone and the poll timer ticks once more.
         await app.query_one("#sessions").remove()
         app.poll()

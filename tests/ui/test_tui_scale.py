@@ -11,7 +11,7 @@ from pathlib import Path
 
 from swarmdeck.catalog.catalog import Catalog
 from tests.conftest import Store
-from tests.ui.pilot_support import SIZE, deck, until
+from tests.ui.pilot_support import Tui, deck
 from tests.ui.seed import seed_many
 
 START_UP_GOAL_S = 1.0
@@ -28,20 +28,21 @@ def start_up_bound() -> float:
 FRAME_S = 1 / 60
 
 
-async def test_start_up_with_a_thousand_within_the_goal(store: Store, tmp_path: Path) -> None:
+async def test_start_up_with_a_thousand_within_the_goal(
+    store: Store, tmp_path: Path, tui: Tui
+) -> None:
     catalog = Catalog.open(store.url)
     seed_many(catalog, 1_000, tmp_path)
     started = time.process_time()
     app = deck(catalog, pinned=False)
-    async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, "the fleet on screen", lambda: app.loaded_at is not None, 60)
+    async with tui(app, wait="fleet"):
         cpu = time.process_time() - started
         assert len(app.fleet.rows) == 1_000
         assert len([ln for ln in app.session_list.lines if ln.row]) == 100  # the roots
     assert cpu < start_up_bound(), f"1,000 sessions took {cpu:.2f} CPU s to show"
 
 
-async def test_ten_thousand_load_within_the_goal(store: Store, tmp_path: Path) -> None:
+async def test_ten_thousand_load_within_the_goal(store: Store, tmp_path: Path, tui: Tui) -> None:
     catalog = Catalog.open(store.url)
     seed_many(catalog, 10_000, tmp_path)
     loads: list[float] = []
@@ -50,9 +51,7 @@ async def test_ten_thousand_load_within_the_goal(store: Store, tmp_path: Path) -
     # run, 0.3 s alone), so the least of a few is the start-up's own cost.
     for _ in range(3):
         app = deck(catalog, pinned=False)
-        async with app.run_test(size=SIZE) as pilot:
-            loaded = lambda app=app: app.loaded_at is not None  # noqa: E731
-            await until(pilot, "the fleet on screen", loaded, 60)
+        async with tui(app, wait="fleet"):
             assert len(app.fleet.rows) == 10_000
             assert len([ln for ln in app.session_list.lines if ln.row]) == 1_000
         # The read of the whole fleet and its tree (in the loading thread); the app's own
@@ -65,13 +64,12 @@ async def test_ten_thousand_load_within_the_goal(store: Store, tmp_path: Path) -
 
 
 async def test_paging_through_ten_thousand_draws_only_what_is_seen(
-    sd_home: Path, tmp_path: Path
+    sd_home: Path, tmp_path: Path, tui: Tui
 ) -> None:
     catalog = Catalog.open(f"sqlite:///{sd_home / 'swarmdeck.sqlite'}")
     seed_many(catalog, 10_000, tmp_path)
     app = deck(catalog, pinned=False)
-    async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, "the fleet on screen", lambda: app.loaded_at is not None, 60)
+    async with tui(app, wait="fleet"):
         app.expanded = set(app.fleet.children)
         app.relayout()
         listed = app.session_list

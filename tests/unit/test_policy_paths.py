@@ -75,10 +75,15 @@ def test_unwrap_chain_names_every_level() -> None:
     assert [level[0] for level in chain] == ["nice", "timeout", "cat"]
 
 
-def test_git_runs_no_program_its_config_names() -> None:
-    assert hardened("explore", ["git", "diff", "HEAD"]) == [
-        "git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
-        "diff", "--no-ext-diff", "--no-textconv", "HEAD",
+def test_git_runs_no_program_its_config_names(work: Path) -> None:
+    argv = hardened("explore", ["git", "diff", "HEAD"], work)
+    at = argv.index("diff")
+    assert argv[at - 2 : at] == ["-c", "gpg.ssh.program=ssh-keygen"]
+    assert {"core.fsmonitor=false", "core.hooksPath=/dev/null"} <= set(argv[1:at])
+    assert argv[at:] == [
+        "diff", "--no-ext-diff", "--no-textconv", "--ignore-submodules=dirty", "HEAD",
     ]  # fmt: skip
-    assert hardened("review", ["git", "-C", "sub", "status"])[-3:] == ["-C", "sub", "status"]
-    assert hardened("code", ["git", "diff"]) == ["git", "diff"]
+    assert hardened("review", ["git", "-C", "sub", "status"], work)[-4:] == [
+        "-C", "sub", "status", "--ignore-submodules=dirty",
+    ]  # fmt: skip
+    assert hardened("code", ["git", "diff"], work) == ["git", "diff"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,16 @@ def default_tools() -> list[Tool]:
     from swarmdeck.tools.builtins.registry import builtin_tools
 
     return builtin_tools()
+
+
+def _restore_default_executor() -> None:
+    """The engine made its thread pool the running loop's default executor and shut it down
+    with itself: give the loop a working one back, or asyncio.to_thread fails after."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    loop.set_default_executor(ThreadPoolExecutor())
 
 
 @dataclass
@@ -110,6 +121,7 @@ class Host:
         if self.engine is not None:
             self.engine.shutdown()
             self.engine = None
+            _restore_default_executor()
         self.services.limiter.give_back_kept()
         # The process may leave without the interpreter's teardown (dispatch does).
         self.services.tracing.flush()

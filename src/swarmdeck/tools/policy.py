@@ -22,6 +22,7 @@ from pathlib import Path
 from swarmdeck.errors import PermissionDeniedError, ToolError
 from swarmdeck.tools.base import WRITE_MODES
 from swarmdeck.tools.visible import tool_path, trusted_program_dirs
+from swarmdeck.workspace.safegit import no_program_options
 
 # Variables that make a program load or run another one: never set for a tool, neither by
 # the environment nor by `env VAR=value` in its argv.
@@ -625,18 +626,27 @@ def _check_shell_script(mode: str, argv: list[str], network: bool) -> None:
             _check_denied(mode, command, network)
 
 
-# Repository config can name programs that read-only git commands run: a file system
-# monitor (status, diff), an external diff and text converters (diff, log, show).
-_GIT_NO_PROGRAMS = ["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null"]
-_GIT_DIFFING = frozenset({"diff", "log", "show"})
+# Repository config can name programs that read-only git commands run (workspace/safegit.py
+# switches off most); these subcommands also run an external diff and text converters,
+# and status and diff run git in each dirty submodule unless told not to on the command
+# line (.gitmodules can undo the config's setting).
+_GIT_SUB_OPTIONS = {
+    "diff": ("--no-ext-diff", "--no-textconv", "--ignore-submodules=dirty"),
+    "log": ("--no-ext-diff", "--no-textconv"),
+    "show": ("--no-ext-diff", "--no-textconv"),
+    "blame": ("--no-textconv",),
+    "status": ("--ignore-submodules=dirty",),
+}
 
 
-def hardened(mode: str, argv: list[str]) -> list[str]:
-    """argv as a read-only mode runs it: git told to run no program its config names."""
+def hardened(mode: str, argv: list[str], workdir: Path) -> list[str]:
+    """argv as a read-only mode runs it in `workdir`: git told to run no program its
+    config names."""
     if mode in WRITE_MODES or program(argv) != "git":
         return argv
     at = _git_subcommand_at(argv)
+    options = no_program_options(workdir, argv[1:at])
     if at >= len(argv):
-        return [argv[0], *_GIT_NO_PROGRAMS, *argv[1:]]
-    extra = ["--no-ext-diff", "--no-textconv"] if argv[at] in _GIT_DIFFING else []
-    return [argv[0], *_GIT_NO_PROGRAMS, *argv[1 : at + 1], *extra, *argv[at + 1 :]]
+        return [argv[0], *options, *argv[1:]]
+    extra = _GIT_SUB_OPTIONS.get(argv[at], ())
+    return [argv[0], *options, *argv[1 : at + 1], *extra, *argv[at + 1 :]]

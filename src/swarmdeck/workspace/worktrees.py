@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from swarmdeck.errors import NotFoundError, SwarmdeckError, TaskRefusedError, UsageError
+from swarmdeck.workspace.safegit import no_program_options
 
 META_DIR = ".meta"
 GIT_TIMEOUT_S = 60
@@ -24,11 +25,12 @@ class GitError(SwarmdeckError):
 
 
 def git(cwd: Path, *args: str, check: bool = True) -> str:
-    """Run git in `cwd` and return its stdout; GitError (one line) when it fails."""
+    """Run git in `cwd`, running no program the repository's config names, and return its
+    stdout; GitError (one line) when it fails."""
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
     try:
         proc = subprocess.run(
-            ["git", *args],
+            ["git", *no_program_options(cwd), *args],
             cwd=cwd,
             capture_output=True,
             text=True,
@@ -61,7 +63,16 @@ def repo_root(path: Path) -> Path:
 
 def dirty_files(tree: Path) -> list[str]:
     """Paths with uncommitted changes (untracked included), as git status names them."""
-    out = git(tree, "status", "--porcelain=v1", "-z", "--untracked-files=normal")
+    # On the command line, because .gitmodules can undo the config's setting: a dirty
+    # submodule would have git run git in it, with its own config.
+    out = git(
+        tree,
+        "status",
+        "--porcelain=v1",
+        "-z",
+        "--untracked-files=normal",
+        "--ignore-submodules=dirty",
+    )
     entries = [e for e in out.split("\0") if e]
     files: list[str] = []
     skip_next = False

@@ -6,6 +6,7 @@ a write mode runs it only when its user opted out of the sandbox.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -73,8 +74,10 @@ async def _shell(ctx: ToolContext, args: ShellArgs) -> str:
     workdir = Path(ctx.workdir).resolve()
     check_command(ctx.mode, args.argv, workdir=workdir, network=network)
     _refuse_credential_args(args.argv, workdir)
+    # hardened reads the repository's config with git: off the loop.
+    argv = await asyncio.to_thread(hardened, ctx.mode, args.argv, workdir)
     result = await run_command(
-        hardened(ctx.mode, args.argv),
+        argv,
         workdir=workdir,
         run_dir=Path(ctx.run_dir),
         writable=not ctx.read_only,
