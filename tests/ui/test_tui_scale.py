@@ -24,8 +24,8 @@ def start_up_bound() -> float:
     return START_UP_GOAL_S * max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
 
 
-# A frame at 60 Hz; a screenful of the list must be drawn well inside it.
-FRAME_S = 1 / 60
+# Pages drawn while paging: within the 1,000 sessions of the baseline, at a screen's height.
+PAGES = 20
 
 
 async def test_start_up_with_a_thousand_within_the_goal(
@@ -63,29 +63,44 @@ async def test_ten_thousand_load_within_the_goal(store: Store, tmp_path: Path, t
     assert min(loads) < start_up_bound(), loads
 
 
-async def test_paging_through_ten_thousand_draws_only_what_is_seen(
-    sd_home: Path, tmp_path: Path, tui: Tui
-) -> None:
-    catalog = Catalog.open(f"sqlite:///{sd_home / 'swarmdeck.sqlite'}")
-    seed_many(catalog, 10_000, tmp_path)
+async def _paging_cost(tui: Tui, catalog: Catalog, count: int) -> tuple[float, float]:
+    """CPU seconds to draw a screenful while paging through `count` sessions (mean of
+    PAGES pages), and to draw it again with nothing changed."""
     app = deck(catalog, pinned=False)
     async with tui(app, wait="fleet"):
         app.expanded = set(app.fleet.children)
         app.relayout()
         listed = app.session_list
-        assert len(listed.lines) == 10_001  # every session and the heading
+        assert len(listed.lines) == count + 1  # every session and the heading
         frames = []
-        for _ in range(40):
+        for _ in range(PAGES):
             listed.action_page(1)
             started = time.process_time()
             for y in range(listed.size.height):
                 listed.render_line(y)
             frames.append(time.process_time() - started)
-        assert listed.cursor > 40 * (listed.size.height - 2)  # it did page on
-        mean = sum(frames) / len(frames)
-        assert mean < FRAME_S, f"a screenful took {mean * 1000:.1f} ms on average"
-        # Drawn again without a change, a screenful is a lookup per line.
+        assert listed.cursor > PAGES * (listed.size.height - 2)  # it did page on
         started = time.process_time()
         for y in range(listed.size.height):
             listed.render_line(y)
-        assert time.process_time() - started < mean
+        return sum(frames) / len(frames), time.process_time() - started
+
+
+async def test_paging_through_ten_thousand_draws_only_what_is_seen(
+    sd_home: Path, tmp_path: Path, tui: Tui
+) -> None:
+    # Judged against the same paging through 1,000 in this process, not against a frame's
+    # 16.7 ms: a slower machine, or the suite's other processes, inflate both alike (a
+    # screenful measured 33.8 ms inside a suite run on a slow machine). Drawing what is not
+    # seen would make 10,000 cost ten times what 1,000 do. bench/tui.py measures the frame.
+    small = Catalog.open(f"sqlite:///{tmp_path / 'small.sqlite'}")
+    seed_many(small, 1_000, tmp_path / "small")
+    baseline, _ = await _paging_cost(tui, small, 1_000)
+    catalog = Catalog.open(f"sqlite:///{sd_home / 'swarmdeck.sqlite'}")
+    seed_many(catalog, 10_000, tmp_path)
+    mean, again = await _paging_cost(tui, catalog, 10_000)
+    assert mean < 3 * baseline, (
+        f"a screenful of 10,000 took {mean * 1000:.1f} ms, of 1,000 {baseline * 1000:.1f} ms"
+    )
+    # Drawn again without a change, a screenful is a lookup per line.
+    assert again < mean

@@ -71,7 +71,10 @@ def test_the_dispatch_fleet_path_imports_what_follows_only_after_the_hand_over(
         [sys.executable, "-c", HANDOVER_PROBE,
         "dispatch", "--provider", "fake", "--mode", "explore", "--workdir", str(workdir),
         "--task", "what does main return?", "--quiet",
-        ], env=cli_env(sd_home, PROBE_REPORT=str(report)), check=True, capture_output=True,
+        # A long lease: on a slow machine the probe's start-up outlasted the 3 s one, the
+        # worker looked dead, and dispatch ran the session itself.
+        ], env=cli_env(sd_home, PROBE_REPORT=str(report), SWARMDECK_LEASE_SECONDS="600"),
+        check=True, capture_output=True,
     )  # fmt: skip
     assert json.loads(report.read_text())["loaded"] == []
 
