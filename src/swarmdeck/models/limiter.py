@@ -63,6 +63,8 @@ SCHEMA_ATTEMPTS = 3
 PARK_S = 0.1
 # Kept slots expire on ticks of this length (so they are kept PARK_S to PARK_S + a tick).
 EXPIRY_TICK_S = 0.02
+# How long the DB thread lets a tick's expiries gather before it frees them.
+EXPIRY_GATHER_S = 0.002
 # A kept slot is reused without asking the store whether a cooldown began or others wait
 # for at most this long after the last time it asked (waiters mark themselves every
 # POLL_MIN_S..POLL_MAX_S and stay marked for FAIR_WINDOW_S, so none is missed).
@@ -489,15 +491,16 @@ class _SqlBackend:
                 self._expired.append(kept.lease)
                 first = len(self._expired) == 1
             if first:
-                # Once the others due at this tick joined the batch (they run before a
-                # callback scheduled now), to the DB threads; not as an asyncio task: a
-                # loop that ends meanwhile (a CLI run finishing) must not warn about it, and
-                # what it left is freed by close() or at exit (give_back_kept).
-                asyncio.get_running_loop().call_soon(self._executor.submit, self._free_expired)
+                # Straight to the DB threads, not an asyncio task or a loop callback: a loop
+                # that ends meanwhile (a CLI run finishing, or one asyncio.run of several)
+                # must neither drop the batch nor leave it unsent for the next loop's slots.
+                self._executor.submit(self._free_expired)
 
     def _free_expired(self) -> None:
         """Free the slot rows of every expired kept slot, one write for all; on failure
         their leases expire by themselves."""
+        # The others due at this tick expire in the same turn of the loop: let them join.
+        time.sleep(EXPIRY_GATHER_S)
         with self._lock:
             leases, self._expired = self._expired, []
         if not leases:
