@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -15,12 +16,15 @@ import pytest
 import yaml
 
 from tests import pgcluster
+from tests.cli_fork import CliForkServer
 from tests.pgcluster import PgCluster
 
 STORE_ENV = "SWARMDECK_STORE"
 # Set to 1 (as CI may) to fail instead of skip when no PostgreSQL cluster can be started.
 REQUIRE_PG_ENV = "SWARMDECK_REQUIRE_PG"
 BYTECODE_ENV = "PYTHONDONTWRITEBYTECODE"
+# Set to 0 to exec a fresh interpreter for every CLI call instead of forking one.
+FORK_ENV = "SWARMDECK_TEST_FORK"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -157,7 +161,13 @@ def run_cli(
     **env: str,
 ) -> CliResult:
     """Run `python -m swarmdeck ARGS` as a real process (stdin empty unless `stdin_text`;
-    `wrapper` runs it under another command, such as bwrap)."""
+    `wrapper` runs it under another command, such as bwrap). The process is forked from
+    an interpreter that has imported the CLI (tests/cli_fork.py) unless it runs under a
+    wrapper or SWARMDECK_TEST_FORK=0."""
+    if not wrapper and os.environ.get(FORK_ENV) != "0":
+        return CliResult(
+            *cli_fork_server().run(list(args), cli_env(home, **env), timeout, stdin_text)
+        )
     proc = subprocess.run(
         [*wrapper, sys.executable, "-m", "swarmdeck", *args],
         env=cli_env(home, **env),
@@ -168,6 +178,25 @@ def run_cli(
         stdin=subprocess.DEVNULL if stdin_text is None else None,
     )
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+_fork_server: CliForkServer | None = None
+_fork_server_lock = threading.Lock()
+
+
+def cli_fork_server() -> CliForkServer:
+    """This test process's CLI fork server, started on first use."""
+    global _fork_server
+    with _fork_server_lock:
+        if _fork_server is None:
+            _fork_server = CliForkServer(Path(__file__).resolve().parent.parent)
+        return _fork_server
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Stop the CLI fork server with the test process."""
+    if _fork_server is not None:
+        _fork_server.close()
 
 
 def in_parallel(calls: dict[str, Callable[[], CliResult]]) -> dict[str, CliResult]:

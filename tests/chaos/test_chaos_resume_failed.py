@@ -52,7 +52,7 @@ def test_a_crash_in_the_retried_generation_repeats_no_stored_turn(
     [session] = catalog.list_sessions()
     assert session.status == "failed"
 
-    ledger = TurnLedger(script, catalog)
+    ledger = TurnLedger(script, catalog, fake_llm)
     crashed = popen_cli(sd_home, "sessions", "resume", session.id, SWARMDECK_CRASH_AT=crash_at)
     expect_killed(crashed)
     ledger.killed()

@@ -67,7 +67,7 @@ def test_a_swarm_survives_sigkill_in_every_phase(
     catalog = open_catalog()
     script = _script()
     fake_llm.set_script(script)
-    ledger = TurnLedger(script, catalog)
+    ledger = TurnLedger(script, catalog, fake_llm)
 
     # 1. Decomposition: the model answered the plan, the process died before storing it.
     expect_killed(
@@ -165,7 +165,7 @@ def _killed_while_members_work(
     catalog = open_catalog()
     script = _script()
     fake_llm.set_script(script)
-    ledger = TurnLedger(script, catalog)
+    ledger = TurnLedger(script, catalog, fake_llm)
     expect_killed(
         popen_cli(
             sd_home, "swarm", "KILLSWARM: look around", "-C", str(workdir), "-m", "fake", "-q",

@@ -98,7 +98,7 @@ def test_spawn_and_messages_survive_sigkills(
     catalog = open_catalog()
     script = _script(catalog)
     fake_llm.set_script(script)
-    ledger = TurnLedger(script, catalog)
+    ledger = TurnLedger(script, catalog, fake_llm)
 
     expect_killed(
         popen_cli(

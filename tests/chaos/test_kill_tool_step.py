@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,7 +13,8 @@ import sqlalchemy as sa
 
 from swarmdeck.catalog import schema
 from swarmdeck.catalog.catalog import Catalog
-from tests.conftest import Store, cli_env, run_cli, write_provider
+from tests.conftest import Store, run_cli, write_provider
+from tests.integration.test_sessions_support import CliProcess, popen_cli
 
 pytestmark = pytest.mark.chaos
 
@@ -53,11 +52,16 @@ def _script(workdir: Path) -> dict:
     }
 
 
-def _wait_for(path: Path, timeout: float = 30) -> None:
+def _wait_for_marker(path: Path, proc: CliProcess, timeout: float = 90) -> None:
+    """Wait for the tool step's marker; if it never comes, say what the run printed."""
     deadline = time.monotonic() + timeout
     while not path.exists():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{path} never appeared")
+        if time.monotonic() > deadline or proc.poll() is not None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            _, err = proc.communicate(timeout=10)
+            raise AssertionError(
+                f"{path.name} never appeared (exit {proc.returncode}): {err[-3000:]}"
+            )
         time.sleep(0.02)
 
 
@@ -67,26 +71,8 @@ def test_sigkill_during_tool_step(
 ) -> None:
     fake_llm.set_script(_script(workdir))
     write_provider(sd_home, "fake", fake_llm.openai_base_url)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "swarmdeck",
-            "run",
-            "go",
-            "-m",
-            "fake",
-            "-C",
-            str(workdir),
-            "--mode",
-            "code",
-        ],
-        env=cli_env(sd_home),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    _wait_for(workdir / "started.marker")
+    proc = popen_cli(sd_home, "run", "go", "-m", "fake", "-C", str(workdir), "--mode", "code")
+    _wait_for_marker(workdir / "started.marker", proc)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
     assert proc.returncode == -signal.SIGKILL

@@ -45,7 +45,7 @@ def test_a_worker_of_the_next_release_finishes_a_waiting_session(
     catalog = open_catalog()
     wait_for(lambda: catalog.get_session(sid).status == "waiting", what="the wait")
     nap_began = catalog.events(sid, kinds=["assistant"])[0].ts
-    ledger = TurnLedger(script, catalog)
+    ledger = TurnLedger(script, catalog, fake_llm)
     fleet.kill(old)
     ledger.killed()
 

@@ -21,8 +21,8 @@ import sqlalchemy as sa
 
 from swarmdeck.catalog import schema
 from swarmdeck.catalog.catalog import Catalog
-from tests.conftest import cli_env
-from tests.integration.test_sessions_support import wait_for
+from tests.conftest import FORK_ENV, cli_env, cli_fork_server
+from tests.integration.test_sessions_support import CliProcess, wait_for
 
 WORKER_LINE = re.compile(r"^worker (\S+) on ", re.MULTILINE)
 START_TIMEOUT_S = 90.0
@@ -37,7 +37,7 @@ AS_RELEASE = (
 class WorkerProc:
     """One `swarmdeck worker` process and the log of its stderr."""
 
-    proc: subprocess.Popen[bytes]
+    proc: CliProcess
     hostname: str
     log: Path
 
@@ -77,15 +77,21 @@ class Fleet:
         argv = [sys.executable, "-m", "swarmdeck", "worker", *args]
         if release is not None:
             argv = [sys.executable, "-c", AS_RELEASE.format(release=release), "worker", *args]
+        worker_env = cli_env(self.home, SWARMDECK_HOSTNAME=hostname, **env)
         with log.open("wb") as handle:
-            proc = subprocess.Popen(
-                argv,
-                env=cli_env(self.home, SWARMDECK_HOSTNAME=hostname, **env),
-                stdin=subprocess.DEVNULL,
-                stdout=handle,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+            if release is None and os.environ.get(FORK_ENV) != "0":
+                proc: CliProcess = cli_fork_server().start(
+                    ["worker", *args], worker_env, new_session=True, output=handle
+                )
+            else:
+                proc = subprocess.Popen(
+                    argv,
+                    env=worker_env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=handle,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
         worker = WorkerProc(proc, hostname, log)
         self.workers.append(worker)
         wait_for(

@@ -25,8 +25,10 @@ from typing import Any
 from swarmdeck.catalog.catalog import Catalog
 from swarmdeck.catalog.records import TERMINAL_STATUSES, EventRecord, SessionRecord
 from swarmdeck.config import load_settings
+from swarmdeck.testing.fake_llm import FakeLLM
 from swarmdeck.testing.script import FakeRequest, Reply, ReplyToolCall
-from tests.conftest import cli_env
+from tests.cli_fork import ForkedProcess
+from tests.conftest import FORK_ENV, cli_env, cli_fork_server
 
 STARTED_RE = re.compile(r"started sub-agent (\S+)")
 
@@ -111,6 +113,10 @@ class TurnLedger:
 
     script: Scripted
     catalog: Catalog
+    # The fake LLM the killed processes talked to: `killed()` lets it serve what they sent
+    # just before dying (else a turn asked at the kill is counted after the snapshot and
+    # looks asked twice). None where other clients stay connected across the kill.
+    server: FakeLLM | None = None
     repeats: Counter[tuple[str, int]] = field(default_factory=Counter)
 
     def stored(self) -> set[tuple[str, int]]:
@@ -125,6 +131,8 @@ class TurnLedger:
 
     def killed(self) -> None:
         """A process just died: turns asked and not stored may be asked again."""
+        if self.server is not None:
+            self.server.settle()
         for key in set(self.script.asked_turns) - self.stored():
             self.repeats[key] += 1
 
@@ -189,8 +197,15 @@ def live(records: list[SessionRecord]) -> list[SessionRecord]:
 # -- CLI processes -----------------------------------------------------------------------
 
 
-def popen_cli(home: Path, *args: str, **env: str) -> subprocess.Popen[str]:
-    """Start `python -m swarmdeck ARGS` in its own process group (so a kill takes its tools)."""
+# A CLI process a test started: exec'd, or forked by the CLI fork server.
+CliProcess = subprocess.Popen[str] | ForkedProcess
+
+
+def popen_cli(home: Path, *args: str, **env: str) -> CliProcess:
+    """Start `python -m swarmdeck ARGS` in its own process group (so a kill takes its tools);
+    forked like run_cli's (tests/cli_fork.py) unless SWARMDECK_TEST_FORK=0."""
+    if os.environ.get(FORK_ENV) != "0":
+        return cli_fork_server().start(list(args), cli_env(home, **env), new_session=True)
     return subprocess.Popen(
         [sys.executable, "-m", "swarmdeck", *args],
         env=cli_env(home, **env),
@@ -216,14 +231,14 @@ def popen_python(home: Path, script: Path, *args: str, **env: str) -> subprocess
     )
 
 
-def sigkill(proc: subprocess.Popen[str]) -> None:
+def sigkill(proc: CliProcess) -> None:
     """SIGKILL the process and its group; reap it."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=20)
 
 
-def finish(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[int, str, str]:
+def finish(proc: CliProcess, timeout: float = 60) -> tuple[int, str, str]:
     """Wait for a process; (returncode, stdout, stderr). Killed on timeout."""
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -234,7 +249,7 @@ def finish(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[int, str, 
     return proc.returncode, out, err
 
 
-def expect_killed(proc: subprocess.Popen[str], timeout: float = 60) -> None:
+def expect_killed(proc: CliProcess, timeout: float = 60) -> None:
     """Wait for a process that a crash point kills; fail with its output if it was not."""
     code, out, err = finish(proc, timeout)
     assert code == -signal.SIGKILL, f"expected SIGKILL, got {code}\nstdout:{out}\nstderr:{err}"

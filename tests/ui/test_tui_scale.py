@@ -6,6 +6,7 @@ the machine does not inflate (bench/tui.py prints the wall-clock figures)."""
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from pathlib import Path
 
@@ -64,8 +65,13 @@ async def test_ten_thousand_load_within_the_goal(store: Store, tmp_path: Path, t
 
 
 async def _paging_cost(tui: Tui, catalog: Catalog, count: int) -> tuple[float, float]:
-    """CPU seconds to draw a screenful while paging through `count` sessions (mean of
-    PAGES pages), and to draw it again with nothing changed."""
+    """CPU seconds of this thread to draw a screenful while paging through `count` sessions
+    (the median of PAGES pages), and to draw it again with nothing changed (the least of five).
+
+    The median, because a garbage collection of the bigger heap or a core taken away lands
+    on a page or two (a mean of 9.0 ms against 0.5 ms for 1,000 in a suite run); drawing
+    what is not seen would cost on every page. The thread's time, because the loading
+    thread and textual's own run beside the drawing."""
     app = deck(catalog, pinned=False)
     async with tui(app, wait="fleet"):
         app.expanded = set(app.fleet.children)
@@ -75,15 +81,18 @@ async def _paging_cost(tui: Tui, catalog: Catalog, count: int) -> tuple[float, f
         frames = []
         for _ in range(PAGES):
             listed.action_page(1)
-            started = time.process_time()
+            started = time.thread_time()
             for y in range(listed.size.height):
                 listed.render_line(y)
-            frames.append(time.process_time() - started)
+            frames.append(time.thread_time() - started)
         assert listed.cursor > PAGES * (listed.size.height - 2)  # it did page on
-        started = time.process_time()
-        for y in range(listed.size.height):
-            listed.render_line(y)
-        return sum(frames) / len(frames), time.process_time() - started
+        redraws = []
+        for _ in range(5):
+            started = time.thread_time()
+            for y in range(listed.size.height):
+                listed.render_line(y)
+            redraws.append(time.thread_time() - started)
+        return statistics.median(frames), min(redraws)
 
 
 async def test_paging_through_ten_thousand_draws_only_what_is_seen(
@@ -98,9 +107,9 @@ async def test_paging_through_ten_thousand_draws_only_what_is_seen(
     baseline, _ = await _paging_cost(tui, small, 1_000)
     catalog = Catalog.open(f"sqlite:///{sd_home / 'swarmdeck.sqlite'}")
     seed_many(catalog, 10_000, tmp_path)
-    mean, again = await _paging_cost(tui, catalog, 10_000)
-    assert mean < 3 * baseline, (
-        f"a screenful of 10,000 took {mean * 1000:.1f} ms, of 1,000 {baseline * 1000:.1f} ms"
+    median, again = await _paging_cost(tui, catalog, 10_000)
+    assert median < 3 * baseline, (
+        f"a screenful of 10,000 took {median * 1000:.1f} ms, of 1,000 {baseline * 1000:.1f} ms"
     )
     # Drawn again without a change, a screenful is a lookup per line.
-    assert again < mean
+    assert again < median

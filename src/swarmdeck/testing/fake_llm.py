@@ -14,6 +14,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -205,6 +206,26 @@ class FakeLLM:
         """Requests being served now (a reply the client has read may not have ended yet)."""
         with self._lock:
             return self._in_flight
+
+    def settle(self, quiet_s: float = 0.1, timeout: float = 10) -> None:
+        """Wait until no client connection is open and none has opened for `quiet_s`.
+
+        After a client process is killed, a request it sent just before dying may still sit
+        unread in a socket; once this returns, every such request has been served (and
+        counted). Only meaningful while no live client is talking to the server.
+        """
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                before = (len(self._connections), self._connections_opened)
+            if before[0] == 0:
+                time.sleep(quiet_s)
+                with self._lock:
+                    if (len(self._connections), self._connections_opened) == before:
+                        return
+            else:
+                time.sleep(0.01)
+        raise TimeoutError(f"the fake LLM still had clients connected after {timeout:g} s")
 
     def reset_stats(self) -> None:
         """Forget recorded requests and cached prefixes; the concurrency peak restarts from
