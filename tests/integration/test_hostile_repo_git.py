@@ -199,3 +199,63 @@ def test_a_filter_that_cannot_be_switched_off_is_refused(hostile: tuple[Path, Pa
     with pytest.raises(PermissionDeniedError, match="filter named 'a=b'"):
         check_clean(repo)
     assert ran(markers) == []
+
+
+def _with_hostile_submodule(tmp_path: Path, markers: Path, bin_dir: Path) -> Path:
+    """A clean repository whose submodule's own config names a clean filter."""
+    sub = tmp_path / "sub-origin"
+    sub.mkdir()
+    git(sub, "init", "-q", "-b", "main")
+    (sub / ".gitattributes").write_text("*.txt filter=sf\n")
+    (sub / "s.txt").write_text("sub\n")
+    git(sub, "add", ".")
+    git(sub, "commit", "-q", "-m", "sub")
+    repo = tmp_path / "super"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "sub")
+    git(repo, "commit", "-q", "-m", "with sub")
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    markers.mkdir(parents=True, exist_ok=True)
+    clean = _program(bin_dir, "sub-clean", markers, "cat")
+    git(repo / "sub", "config", "filter.sf.clean", clean)
+    later = time.time() + 5
+    os.utime(repo / "sub" / "s.txt", (later, later))
+    return repo
+
+
+def test_a_submodules_own_filter_runs_only_when_git_goes_into_it(tmp_path: Path) -> None:
+    """The control for the next test: git status goes into a submodule to see whether it
+    is dirty, and there runs the filter the submodule's config names."""
+    markers = tmp_path / "markers"
+    repo = _with_hostile_submodule(tmp_path, markers, tmp_path / "bin")
+    subprocess.run(["git", "status", "--ignore-submodules=dirty"], cwd=repo, capture_output=True)
+    assert ran(markers) == []
+    subprocess.run(["git", "status"], cwd=repo, capture_output=True)
+    assert ran(markers) == ["sub-clean"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "refused"),
+    [
+        (["git", "status"], False),
+        (["git", "diff"], False),
+        (["git", "status", "--ignore-submodules=none"], True),
+        (["git", "diff", "--submodule=diff"], True),
+        (["git", "grep", "--recurse-submodules", "sub"], True),
+    ],
+)
+async def test_read_only_git_does_not_go_into_a_hostile_submodule(
+    tmp_path: Path, sandbox_kind: str, argv: list[str], refused: bool
+) -> None:
+    if sandbox_kind == "none":
+        pytest.skip("a read-only mode has no shell without a sandbox")
+    run_dir = tmp_path / "run"
+    markers = run_dir / "tmp" / "markers"
+    repo = _with_hostile_submodule(tmp_path, markers, run_dir / "tmp" / "bin")
+    outcome = await call(SHELL_TOOL, tool_ctx(repo, run_dir, "explore"), argv=argv)
+    if refused:
+        assert outcome.permission_denied and "runs git in submodules" in outcome.content
+    else:
+        assert "exit_code: 0" in outcome.content, outcome.content
+    assert ran(markers) == []

@@ -113,6 +113,13 @@ _GIT_LIST_ONLY = {
 _GIT_REFUSED_PREFIXES = (
     "--output", "--ext-diff", "--textconv", "--filters", "-O", "--open-files-in-pager",
 )  # fmt: skip
+# Options that have git run git in each submodule, with the submodule's own config (its
+# filters are not switched off): allowed only with the values that keep git out of them.
+_GIT_SUBMODULE_VALUES = {
+    "--ignore-submodules": frozenset({None, "all", "dirty"}),
+    "--submodule": frozenset({"short"}),
+    "--recurse-submodules": frozenset(),
+}
 _GIT_VALUE_OPTS = frozenset({"-C", "--git-dir", "--work-tree", "--namespace"})
 # sed scripts limited to printing: addresses followed by p, =, l or q.
 _SED_ADDR = r"(?:\d+(?:~\d+)?|\$|/(?:[^/\\]|\\.)*/I?)"
@@ -377,6 +384,12 @@ def _check_git_read(mode: str, argv: list[str]) -> None:
     for arg in rest:
         if arg.startswith(_GIT_REFUSED_PREFIXES):
             raise _denied(mode, f"git {sub} {arg}", "it writes files or runs commands")
+        name, eq, value = arg.partition("=")
+        allowed = _GIT_SUBMODULE_VALUES.get(name)
+        if allowed is not None and (value if eq else None) not in allowed:
+            raise _denied(
+                mode, f"git {sub} {arg}", "it runs git in submodules, under their own config"
+            )
 
 
 def _check_sed_read(mode: str, argv: list[str]) -> None:
