@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import warnings
 from pathlib import Path
 
 import pytest
@@ -298,9 +299,12 @@ async def test_the_loop_runs_threads_after_the_swarm_closes(
     session = await swarm.start("one turn", "fake", workdir=workdir)
     assert (await session.result(timeout=30)).status == "completed"
     if closing == "aclose":
-        await swarm.aclose()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            await swarm.aclose()
     else:
-        # close() in a loop cannot close the pools (they need the loop): done first here.
+        # close() in a loop cannot close the pools (they need the loop), and says so.
+        with pytest.warns(RuntimeWarning, match="await aclose"):
+            swarm.close()
         await swarm.host.services.close_models()
-        swarm.close()
     assert await asyncio.to_thread(lambda: "ran") == "ran"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -191,6 +192,7 @@ class Services:
                     await aclose()
                 except Exception:  # closing is best effort: the process is ending anyway
                     continue
+        self._models.clear()  # closed: a later model() builds a new adapter
 
     def close_models_now(self) -> None:
         """close_models() from code outside any event loop, such as a shutdown: the pools
@@ -201,7 +203,15 @@ class Services:
             asyncio.get_running_loop()
         except RuntimeError:
             asyncio.run(self.close_models())
-        # Inside a loop nothing can block on it: async callers await close_models().
+            return
+        # Inside a loop nothing can block on it: async callers await close_models() (or
+        # aclose() on the Host or Swarm) first. Said, since the pools would stay open.
+        warnings.warn(
+            "closing inside a running event loop leaves the model connection pools open: "
+            "await aclose() instead of calling close() or shutdown()",
+            RuntimeWarning,  # shown by default, unlike ResourceWarning
+            stacklevel=4,
+        )
 
     def provider_for(self, model_ref: str) -> tuple[ProviderConfig, str]:
         """Resolve `provider:model` to its fixed provider config and model name."""
