@@ -9,6 +9,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -97,13 +98,29 @@ def _read_only_wrapper(path: Path) -> tuple[str, ...]:
     pytest.skip("needs bubblewrap (or a non-root user) to make a directory read-only")
 
 
+def _leave_side_files(store_file: Path, *, crashed: bool) -> None:
+    """Leave the SQLite store as a clean close does (no -wal, -shm) or as a crash or an
+    os._exit does (both left beside it, so a read-only home can still open it to read)."""
+    code = "import sqlite3, os, sys; c = sqlite3.connect(sys.argv[1]); "
+    code += "c.execute('select count(*) from sqlite_master').fetchall(); "
+    code += "os._exit(0)" if crashed else "c.close()"
+    subprocess.run([sys.executable, "-c", code, str(store_file)], check=True)
+    left = {s for s in ("-wal", "-shm") if Path(f"{store_file}{s}").exists()}
+    assert left == ({"-wal", "-shm"} if crashed else set()), left
+
+
+@pytest.mark.parametrize("crashed", [False, True], ids=["closed", "crashed"])
 def test_read_only_home_refuses_writes_and_keeps_what_is_stored(
-    store: Store, sd_home: Path, workdir: Path, fake: FakeLLM
+    store: Store, sd_home: Path, workdir: Path, fake: FakeLLM, crashed: bool
 ) -> None:
     first = run_cli(sd_home, "run", "t", "-m", "fake", "-C", str(workdir))
     assert first.code == 0, first.stderr
     [session] = json.loads(run_cli(sd_home, "sessions", "ls", "--json").stdout)
     assert run_cli(sd_home, "key", "set", "openai", stdin_text=KEY).code == 0
+    if not store.is_postgres:
+        _leave_side_files(sd_home / "swarmdeck.sqlite", crashed=crashed)
+    elif crashed:
+        pytest.skip("side files are SQLite's")
     task = workdir.parent / "task.md"
     task.write_text("look around")
     ro = _read_only_wrapper(sd_home)
@@ -130,7 +147,8 @@ def test_read_only_home_refuses_writes_and_keeps_what_is_stored(
         assert send.code == 2 and "has ended" in send.stderr  # the store answered
     else:
         one_line_exit_2(run, "cannot be written")
-        one_line_exit_2(send, "cannot be written")
+        # Left by a crash, the side files let the store be read: the session has ended.
+        one_line_exit_2(send, "has ended" if crashed else "cannot be written")
     assert len(fake.requests) == 1  # the refused run sent nothing
     assert CredentialStore(sd_home / "credentials").get("openai") == KEY
     after = json.loads(run_cli(sd_home, "sessions", "ls", "--json").stdout)

@@ -80,6 +80,14 @@ def create_db_engine(store_url: str, *, wait_for_locks: bool = True) -> sa.Engin
             # (and DBOS's) run them instead.
             dbapi_conn.execute("PRAGMA wal_autocheckpoint=0")
 
+    @event.listens_for(engine, "handle_error")
+    def _read_only(context: Any) -> StoreError | None:
+        # A store whose -wal and -shm a crashed (or os._exit) process left behind opens
+        # read-only in a read-only home, so the refusal comes at the first write.
+        if "readonly database" in str(context.original_exception):
+            return store_error(store_url, context.original_exception)
+        return None
+
     _switch_to_wal(engine)
     return engine
 
