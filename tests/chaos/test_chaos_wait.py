@@ -3,6 +3,7 @@ not at restart time + the wait."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,7 @@ def test_wait_keeps_its_deadline_across_sigkill(
             SWARMDECK_CRASH_AT="wait.sleeping",
         )
     )
+    killed_at = time.time()
     catalog = open_catalog()
     (session,) = catalog.list_sessions()
     assert session.status == "waiting"
@@ -79,7 +81,9 @@ def test_wait_keeps_its_deadline_across_sigkill(
     else:
         ((recorded_at, deadline),) = rows
         recorded_at, deadline = recorded_at / 1000, float(deadline)
-        assert recorded_at > began + 0.5, "recorded by the restarted process, after the kill"
+        # (A restart forked from the tests' CLI server can reach the wait 0.25 s after the
+        # turn that asked: the kill, not a guess of the restart's cost, is the line.)
+        assert recorded_at >= killed_at - 0.001, "recorded by the restarted process"
         # (Milliseconds, truncated; the engine adds the duration to its own clock reading,
         # a thread hop after ours, so its deadline may trail the fixed one by that hop.)
         assert began + WAIT - 0.002 <= deadline <= last_write + WAIT + 0.25, (
