@@ -289,7 +289,7 @@ def main() -> None:
             # From before the sessions are created, as on the fleet (where creating one is
             # submitting it) and as bare DBOS's start creates its workflows.
             t0 = time.perf_counter()
-            ids = [host.create_session(request()).id for _ in range(n)]
+            ids = [r.id for r in host.create_sessions([request() for _ in range(n)])]
             created = time.perf_counter() - t0
             await asyncio.gather(*(host.start(i) for i in ids))
             outcomes = await asyncio.gather(*(host.wait(i) for i in ids))
@@ -303,7 +303,9 @@ def main() -> None:
             workers = start_workers(processes, env, home)
             try:
                 t0 = time.perf_counter()
-                ids = [host.create_session(request(), fleet=True).id for _ in range(n)]
+                # At once, as the SDK's Swarm.start_all hands them over (one transaction).
+                requests = [request() for _ in range(n)]
+                ids = [r.id for r in host.create_sessions(requests, fleet=True)]
                 created = time.perf_counter() - t0
                 left = set(ids)
                 while left:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -170,6 +171,23 @@ class Swarm:
     ) -> Session:
         """Start a session on a task; `agent` is an AgentSpec or just `provider:model`. A
         named agent (AgentSpec.agent) may start without a task: its initialPrompt is used."""
+        [session] = await self._start_requests([self._request(task, agent, workdir, title)])
+        return session
+
+    async def start_all(
+        self, tasks: Iterable[str], agent: AgentSpec | str, *, workdir: str | Path = "."
+    ) -> list[Session]:
+        """Start a session on each task at once, all stored in one transaction (a thousand
+        handed to the fleet one by one waited on the workers running the first ones)."""
+        return await self._start_requests([self._request(t, agent, workdir) for t in tasks])
+
+    def _request(
+        self,
+        task: str | None,
+        agent: AgentSpec | str,
+        workdir: str | Path,
+        title: str | None = None,
+    ) -> SessionRequest:
         spec = AgentSpec(agent) if isinstance(agent, str) else agent
         options: dict[str, Any] = {
             **spec.options,
@@ -197,11 +215,18 @@ class Swarm:
             )
         if title is not None:
             request.title = title
+        return request
+
+    async def _start_requests(self, requests: list[SessionRequest]) -> list[Session]:
+        """Hand the sessions to the fleet when a worker serves the store, else start them
+        here."""
+        if not requests:
+            return []
         fleet = not self.local and bool(await asyncio.to_thread(self.host.fleet_workers))
-        record = self.host.create_session(request, fleet=fleet)
+        records = self.host.create_sessions(requests, fleet=fleet)
         if not fleet:
-            await self.host.start(record.id)
-        return Session(self, record.id)
+            await asyncio.gather(*(self.host.start(r.id) for r in records))
+        return [Session(self, r.id) for r in records]
 
     def _named(
         self, task: str | None, spec: AgentSpec, workdir: Path, options: dict[str, Any]

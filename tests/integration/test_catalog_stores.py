@@ -172,6 +172,28 @@ def test_create_get_and_create_again(catalog: Catalog) -> None:
         catalog.get_session("nope")
 
 
+def test_create_many_at_once_and_again(catalog: Catalog) -> None:
+    def spec(sid: str, task: str) -> dict[str, Any]:
+        return {
+            "session_id": sid,
+            "model": "fake:scripted",
+            "mode": "agent",
+            "workdir": "/w",
+            "run_dir": f"/r/{sid}",
+            "task": task,
+        }
+
+    made = catalog.create_sessions([spec(f"b{i}", f"task {i}") for i in range(3)])
+    assert [r.id for r in made] == ["b0", "b1", "b2"]
+    assert [catalog.get_session(f"b{i}") for i in range(3)] == made
+    assert [e.payload["text"] for e in catalog.events("b1")] == ["task 1"]
+    # One id stored already: each is created on its own, the stored one left untouched.
+    again = catalog.create_sessions([spec("b1", "other"), spec("b3", "task 3")])
+    assert again[0] == made[1] and catalog.get_session("b3").task == "task 3"
+    assert [e.payload["text"] for e in catalog.events("b1")] == ["task 1"]
+    assert catalog.create_sessions([]) == []
+
+
 def test_update_session_round_trips(catalog: Catalog) -> None:
     new_session(catalog, "s1")
     new_session(catalog, "s2")

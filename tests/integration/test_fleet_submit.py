@@ -103,10 +103,13 @@ def test_a_hundred_sessions_spread_over_both_workers_within_their_concurrency(
     # Ten sessions at a time per worker: a burst must wait its turn on the queue.
     workers = [fleet.start(h, SWARMDECK_WORKER_CONCURRENCY="10") for h in ("host-a", "host-b")]
     host = Host()
+    # Half one by one, half at once (one transaction, as Swarm.start_all does).
     ids = [
         host.create_session(SessionRequest(f"job {i}", "fake", workdir), fleet=True).id
-        for i in range(100)
+        for i in range(50)
     ]
+    batch = [SessionRequest(f"job {i}", "fake", workdir) for i in range(50, 100)]
+    ids += [r.id for r in host.create_sessions(batch, fleet=True)]
     catalog = open_catalog()
     wait_for(
         lambda: all(catalog.get_session(i).status == "completed" for i in ids),
@@ -266,11 +269,21 @@ async def test_the_sdk_hands_sessions_to_the_fleet_unless_they_need_its_own_tool
         session = await swarm.start("greet", "fake", workdir=workdir)
         assert (await session.result(timeout=60)).text == "hello"
         assert swarm.host.catalog.get_session(session.id).executor == worker.executor_id
+        several = await swarm.start_all(["greet"] * 3, "fake", workdir=workdir)
+        results = await asyncio.gather(*(s.result(timeout=60) for s in several))
+        assert [r.text for r in results] == ["hello"] * 3
+        ran_by = {swarm.host.catalog.get_session(s.id).executor for s in several}
+        assert ran_by == {worker.executor_id}
     async with Swarm(tools=[shout]) as swarm:
         session = await swarm.start("greet", "fake", workdir=workdir)
         assert (await session.result(timeout=60)).text == "hello"
         record = swarm.host.catalog.get_session(session.id)
         assert record.executor == swarm.host.engine.executor_id  # run here: it has `shout`
+        several = await swarm.start_all(["greet"] * 2, "fake", workdir=workdir)
+        results = await asyncio.gather(*(s.result(timeout=60) for s in several))
+        assert [r.text for r in results] == ["hello"] * 2
+        ran_by = {swarm.host.catalog.get_session(s.id).executor for s in several}
+        assert ran_by == {swarm.host.engine.executor_id}
 
 
 def test_a_timeout_on_the_fleet_path_stops_the_session_on_its_worker(

@@ -48,6 +48,19 @@ INTERNALS = (
         "_PromptClaims.claim_now",
         params=("dbos", "status", "owner_xid"),
     ),
+    Internal(
+        "dbos._core",
+        "prepare_enqueued_workflow",
+        "Engine._enqueue_all",
+        params=("dbos", "func", "args", "kwargs"),
+        keywords=("queue_name", "workflow_id"),
+    ),
+    Internal(
+        "dbos._sys_db",
+        "SystemDatabase.init_workflows",
+        "Engine._enqueue_all",
+        params=("statuses",),
+    ),
     Internal("dbos._utils", "INTERNAL_QUEUE_NAME", "Engine.requeue_work_of"),
     Internal(
         "dbos._utils",

@@ -117,7 +117,31 @@ class Catalog:
 
     # -- sessions ---------------------------------------------------------------------
 
-    def create_session(
+    def create_session(self, **spec: Any) -> SessionRecord:
+        """Insert a pending session with its task as the transcript's first entry, in one
+        transaction; inserting the same id again returns the stored one. `spec` holds
+        new_session_row's arguments."""
+        return self.create_sessions([spec])[0]
+
+    def create_sessions(self, specs: list[dict[str, Any]]) -> list[SessionRecord]:
+        """Insert pending sessions (each spec new_session_row's arguments) in one
+        transaction: a thousand handed to the fleet at once took one write lock each, which
+        the workers running the first ones kept taking too (14-30 ms a session). Should one
+        id be stored already, each is inserted on its own, as create_session would."""
+        built = [self._new_session_row(**spec) for spec in specs]
+        if not built:
+            return []
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(schema.sessions.insert(), [row for row, _, _ in built])
+                conn.execute(statements.INSERT_EVENT, [event for _, event, _ in built])
+        except IntegrityError:
+            if len(specs) == 1:
+                return [self.get_session(specs[0]["session_id"])]
+            return [self.create_session(**spec) for spec in specs]
+        return [record for _, _, record in built]
+
+    def _new_session_row(
         self,
         *,
         session_id: str,
@@ -135,9 +159,8 @@ class Catalog:
         tool_names: list[str] | None = None,
         options: dict[str, Any] | None = None,
         executor: str | None = None,
-    ) -> SessionRecord:
-        """Insert a pending session with its task as the transcript's first entry, in one
-        transaction; inserting the same id again returns the stored one.
+    ) -> tuple[dict[str, Any], dict[str, Any], SessionRecord]:
+        """A new session's row, its task event, and the record a read back would return.
 
         `executor` is the process that will start it; None hands it to the fleet: any live
         worker takes it (see take_handover)."""
@@ -171,20 +194,14 @@ class Catalog:
             "b_payload": self._json({"text": task}),
             "b_ts": now,
         }
-        try:
-            with self.engine.begin() as conn:
-                conn.execute(schema.sessions.insert().values(**row))
-                conn.execute(statements.INSERT_EVENT, task_event)
-        except IntegrityError:
-            return self.get_session(session_id)
-        # What a read back would return, without the read.
-        return SessionRecord(
+        record = SessionRecord(
             **{**row, "tool_names": tool_names, "options": json.loads(row["options"])},
             result=None,
             final_text=None,
             error=None,
             generation=0,
         )
+        return row, task_event, record
 
     def generation_start(self, session_id: str, generation: int) -> dict[str, Any] | None:
         """What this generation's workflow stored when it started, or None."""

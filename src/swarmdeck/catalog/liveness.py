@@ -20,6 +20,22 @@ def process_start_time(pid: int) -> str | None:
     return stat.rsplit(")", 1)[1].split()[19]
 
 
+# How many leases a process on this host that runs (not stopped) may go without a beat
+# before it counts as hung: loaded with a thousand sessions, a worker's beat can wait
+# seconds for SQLite's write lock (its busy handler sleeps up to 100 ms between tries and
+# loses the lock to the busy writers), and taking a busy worker over re-asks its turns.
+BUSY_LEASES = 10
+
+
+def process_state(pid: int) -> str | None:
+    """The kernel's one-letter state of a pid (R, S, D, T, Z...), or None if unreadable."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
 def pid_alive(pid: int, start: str | None) -> bool:
     """True when the pid runs and is the same process that registered."""
     try:
@@ -28,10 +44,17 @@ def pid_alive(pid: int, start: str | None) -> bool:
         return False
     except PermissionError:
         return True
+    if process_state(pid) in ("Z", "X"):
+        return False
     current = process_start_time(pid)
     if current is None:
         return True
     return start is None or current == start
+
+
+def pid_running(pid: int, start: str | None) -> bool:
+    """True when the pid is alive and not stopped (SIGSTOP, a debugger's stop)."""
+    return pid_alive(pid, start) and process_state(pid) not in ("T", "t")
 
 
 @dataclass
@@ -55,9 +78,14 @@ class WorkerRow:
     def alive(self, now: float, here: str, lease_s: float) -> bool:
         """Alive while its lease holds (a beat landed within `lease_s`) and, on this host,
         its pid runs: a dead pid here is seen at once, a dead or frozen process elsewhere
-        when its lease lapses. A stopped or taken-over executor is never alive again."""
+        when its lease lapses. On this host a lapsed lease ends a stopped process only; one
+        that runs is busy, and is taken for hung after BUSY_LEASES. A stopped or taken-over
+        executor is never alive again."""
         if self.stopped or self.recovered_by is not None:
             return False
-        if now - self.heartbeat_at >= lease_s:
-            return False
-        return self.hostname != here or pid_alive(self.pid, self.pid_start)
+        silent = now - self.heartbeat_at
+        if self.hostname != here:
+            return silent < lease_s
+        if silent < lease_s:
+            return pid_alive(self.pid, self.pid_start)
+        return silent < BUSY_LEASES * lease_s and pid_running(self.pid, self.pid_start)

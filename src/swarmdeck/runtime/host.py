@@ -159,28 +159,41 @@ class Host:
         starts it should this process die before it does. With `fleet`, it is handed to
         the fleet: any live worker takes it.
         """
-        self.check_request(req)
+        return self.create_sessions([req], fleet=fleet)[0]
+
+    def create_sessions(
+        self, requests: list[SessionRequest], *, fleet: bool = False
+    ) -> list[SessionRecord]:
+        """Store new pending sessions in one transaction, as create_session would each;
+        every request is checked before any is stored."""
+        for req in requests:
+            self.check_request(req)
         executor = None if fleet else self.lease().executor_id
-        session_id = req.session_id or new_session_id()
-        run_dir = RunDir.create(self.settings.runs_dir, session_id)
-        record = self.catalog.create_session(
-            session_id=session_id,
-            model=req.model,
-            mode=req.mode,
-            workdir=str(req.workdir.resolve()),
-            run_dir=str(run_dir.path),
-            task=req.task,
-            title=req.title,
-            system_message=req.system_message,
-            tool_names=req.tool_names,
-            options=req.options,
-            executor=executor,
-            agent=req.agent,
-        )
+        specs = []
+        for req in requests:
+            session_id = req.session_id or new_session_id()
+            run_dir = RunDir.create(self.settings.runs_dir, session_id)
+            specs.append(
+                {
+                    "session_id": session_id,
+                    "model": req.model,
+                    "mode": req.mode,
+                    "workdir": str(req.workdir.resolve()),
+                    "run_dir": str(run_dir.path),
+                    "task": req.task,
+                    "title": req.title,
+                    "system_message": req.system_message,
+                    "tool_names": req.tool_names,
+                    "options": req.options,
+                    "executor": executor,
+                    "agent": req.agent,
+                }
+            )
+        records = self.catalog.create_sessions(specs)
         if fleet:
             self.catalog.notify_handover()
         crash_point("session.created")
-        return record
+        return records
 
     def send(
         self,
