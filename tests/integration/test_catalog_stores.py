@@ -194,6 +194,18 @@ def test_create_many_at_once_and_again(catalog: Catalog) -> None:
     assert catalog.create_sessions([]) == []
 
 
+def test_still_held_by_sees_live_sessions_not_yet_claimed_again(catalog: Catalog) -> None:
+    for sid in ("h1", "h2"):
+        new_session(catalog, sid)
+        catalog.claim_run(sid, "dead-1")
+    assert catalog.still_held_by(["dead-1"]) and catalog.still_held_by(["other", "dead-1"])
+    assert not catalog.still_held_by(["other"])
+    catalog.claim_run("h1", "live-2")  # taken over: its new execution began
+    assert catalog.still_held_by(["dead-1"])
+    catalog.set_status("h2", "completed")  # an ended session holds nothing
+    assert not catalog.still_held_by(["dead-1"])
+
+
 def test_update_session_round_trips(catalog: Catalog) -> None:
     new_session(catalog, "s1")
     new_session(catalog, "s2")

@@ -428,6 +428,7 @@ def test_a_worker_starts_the_sessions_it_takes_over_at_once(
     worker = Host(settings, role="worker")
     engine = worker.launch()
     try:
+        assert not engine.resuming()  # nothing taken over yet
         # On another host its pid says nothing here: its lease lapses first.
         claimed = wait_for(engine.recover_dead_workers, timeout=30, what="the takeover")
         assert claimed == [doomed.executor_id]
@@ -437,5 +438,6 @@ def test_a_worker_starts_the_sessions_it_takes_over_at_once(
             timeout=15,
             what="the session to run on the new worker",
         )
+        assert not engine.resuming()  # what it took over began again
     finally:
         worker.shutdown()

@@ -92,9 +92,10 @@ def test_mcp_is_a_lazily_registered_command() -> None:
     assert not [m for m in probe["loaded"] if m == "mcp" or m.startswith(("mcp.", "opentelemetry"))]
 
 
-# A worker imports its providers' SDKs in a thread as it starts, not in its first session's
-# turn (on the event loop every session shares). The probe runs the real `worker` command
-# and reports what was imported once that preload was done.
+# A worker imports its providers' SDKs in a thread as it starts (once what it took over
+# began again: none here), not in its first session's turn (on the event loop every
+# session shares). The probe runs the real `worker` command and reports what was imported
+# once that preload was done.
 WORKER_PROBE = """
 import json, os, sys
 import swarmdeck.models.factory as factory

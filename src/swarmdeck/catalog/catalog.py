@@ -305,6 +305,16 @@ class Catalog:
             )
         return [(sid, won[sid]) for sid in ids if sid in won]  # oldest first, as listed
 
+    def still_held_by(self, executors: list[str]) -> bool:
+        """Whether a live session is still held by one of these executors (taken over, its
+        new execution has not claimed it yet)."""
+        sessions = schema.sessions
+        with self._reads.connect() as conn:
+            held = sa.exists().where(
+                sessions.c.executor.in_(executors), sessions.c.status.not_in(TERMINAL_STATUSES)
+            )
+            return bool(conn.execute(sa.select(held)).scalar())
+
     def running_by_executor(self) -> dict[str, int]:
         """How many live sessions each executor runs (pending ones are not running yet)."""
         sessions = schema.sessions

@@ -438,6 +438,8 @@ class Engine:
         # Handles of workflows started by this process: awaiting them needs no polling.
         self._handles: dict[str, Any] = {}
         self._prompt: _PromptClaims | None = None
+        # Executors whose sessions this process took over.
+        self._taken_over: list[str] = []
 
     def register(self) -> None:
         """Take this process's lease (once): register as a live executor and keep the lease
@@ -554,7 +556,12 @@ class Engine:
             # (the call timeout plus a margin): free them now.
             self.services.limiter.free_slots_of(claimed)
             self.requeue_work_of(claimed)
+            self._taken_over.extend(claimed)
         return claimed
+
+    def resuming(self) -> bool:
+        """Whether sessions this process took over have yet to begin their new execution."""
+        return bool(self._taken_over) and self.services.catalog.still_held_by(self._taken_over)
 
     def requeue_work_of(self, executors: list[str]) -> int:
         """Put these dead executors' unfinished workflows back on a queue, and enqueue the
