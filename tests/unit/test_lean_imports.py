@@ -104,7 +104,8 @@ def report(configs):
     preload(configs)
     with open(os.environ["PROBE_REPORT"], "w") as out:
         json.dump({"kinds": sorted({c.kind for c in configs}),
-                   "loaded": sorted(m for m in ("openai", "anthropic") if m in sys.modules)}, out)
+                   "loaded": sorted(m for m in ("openai", "anthropic", "genai_prices.data")
+                                    if m in sys.modules)}, out)
     os._exit(0)
 factory.preload_adapters = report
 sys.argv = ["swarmdeck", *sys.argv[1:]]
@@ -122,4 +123,5 @@ def test_a_worker_imports_its_providers_sdk_as_it_starts(sd_home: Path, tmp_path
         capture_output=True,
         timeout=120,
     )
-    assert json.loads(report.read_text()) == {"kinds": ["openai"], "loaded": ["openai"]}
+    loaded = ["genai_prices.data", "openai"]  # the price tables too
+    assert json.loads(report.read_text()) == {"kinds": ["openai"], "loaded": loaded}

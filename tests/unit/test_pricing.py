@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from swarmdeck.models.pricing import cost_usd
@@ -43,3 +46,26 @@ def test_unknown_model_or_provider_is_none(provider: str, model: str) -> None:
 def test_bad_usage_never_raises() -> None:
     result = cost_usd("openai", "gpt-4o", Usage(input=-5, output=-1))
     assert result is None or isinstance(result, float)
+
+
+# A fresh interpreter: this one loaded the tables already.
+PRICES_ASIDE = """
+import sys, threading
+from swarmdeck.models.pricing import load_prices_aside
+load_prices_aside()
+load_prices_aside()  # one thread, however many calls ask while it loads
+aside = [t for t in threading.enumerate() if t.name == "sd-prices"]
+assert len(aside) == 1, aside
+aside[0].join(30)
+assert "genai_prices.data" in sys.modules
+load_prices_aside()  # loaded: nothing more starts
+assert not [t for t in threading.enumerate() if t.name == "sd-prices"]
+print("ok")
+"""
+
+
+def test_the_price_tables_load_in_a_thread_once() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", PRICES_ASIDE], capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.strip() == "ok", done.stderr

@@ -5,16 +5,19 @@ from __future__ import annotations
 import httpx2
 
 from swarmdeck.models.limiter import ProviderLimiter
+from swarmdeck.models.pricing import load_prices
 from swarmdeck.models.registry import ProviderConfig
 from swarmdeck.models.retry import KeyLoader, missing_key
 from swarmdeck.models.types import ChatModel
 
 
 def preload_adapters(configs: list[ProviderConfig]) -> None:
-    """Import the adapters (and their SDKs) these providers need, ahead of their first call:
-    a long-lived process (a worker) does it in a thread as it starts, so its first
-    session's turn does not import an SDK on the event loop every session shares."""
+    """Import the adapters (and their SDKs) these providers need, and the price tables,
+    ahead of their first call: a long-lived process (a worker) does it in a thread as it
+    starts, so its first session's turn does not import them on the event loop every
+    session shares."""
     kinds = {c.kind for c in configs}
+    load_prices()
     if "anthropic" in kinds:
         import swarmdeck.models.anthropic
     if kinds - {"anthropic"}:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import sys
+import threading
 import warnings
 
 from swarmdeck.models.types import Usage
@@ -11,6 +13,22 @@ log = logging.getLogger(__name__)
 
 # Our provider keys where genai-prices names the vendor differently.
 PROVIDER_IDS = {"kimi": "moonshotai", "moonshot": "moonshotai", "glm": "zhipuai", "zai": "zai"}
+
+
+_warming = threading.Lock()
+
+
+def load_prices_aside() -> None:
+    """Load the price tables in a thread if not yet loaded: a call does it while waiting
+    for the model, so pricing its answer does not stall the event loop for ~0.25 s."""
+    if "genai_prices.data" in sys.modules or not _warming.acquire(blocking=False):
+        return
+    threading.Thread(target=load_prices, name="sd-prices", daemon=True).start()
+
+
+def load_prices() -> None:
+    """Import genai-prices with its tables (the first price asked for waits for this)."""
+    import genai_prices.data  # noqa: F401
 
 
 def cost_usd(provider_key: str, model: str, usage: Usage) -> float | None:

@@ -19,7 +19,7 @@ from swarmdeck.errors import MissingKeyError, ProviderError
 from swarmdeck.models import errors
 from swarmdeck.models.estimate import estimate_usage, prompt_tokens
 from swarmdeck.models.limiter import ProviderLimiter
-from swarmdeck.models.pricing import cost_usd
+from swarmdeck.models.pricing import cost_usd, load_prices_aside
 from swarmdeck.models.registry import ProviderConfig
 from swarmdeck.models.types import (
     ChunkCallback,
@@ -234,6 +234,7 @@ async def complete_with_retry(
 ) -> Completion:
     """One model turn through the retry loop; usage estimated when the provider reported
     none (so token budgets still count it), then priced."""
+    load_prices_aside()
     completion = await call_with_retry(config, limiter, attempt, on_notice=turn.on_notice)
     if not completion.usage.reported:
         completion.usage = estimate_usage(turn.messages, turn.tools, completion)
