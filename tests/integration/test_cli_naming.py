@@ -70,3 +70,16 @@ def test_old_names_still_work_but_are_not_advertised(sd_home: Path, tmp_path: Pa
     for command in ("run", "dispatch"):
         text = results[command].stdout
         assert "--max-turns" in text and "--max-steps" not in text, command
+
+
+def test_help_paragraphs_fill_a_narrow_terminal(sd_home: Path) -> None:
+    # Typer keeps the line breaks of a help's later paragraphs: at 80 columns, a source line
+    # of 92 came out as a full line and a stub.
+    shown = run_cli(sd_home, "run", "--help", COLUMNS="80")
+    assert shown.code == 0, shown.stderr
+    text = " ".join(shown.stdout.split())
+    assert "handed to it and followed from here; else, or with --local" in text
+    lines = [line.strip() for line in shown.stdout.splitlines()]
+    start = next(i for i, line in enumerate(lines) if line.startswith("When a worker"))
+    paragraph = lines[start : lines.index("", start)]
+    assert len(paragraph) >= 2 and all(len(line) > 60 for line in paragraph[:-1]), paragraph
