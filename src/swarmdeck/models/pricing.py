@@ -15,6 +15,7 @@ log = logging.getLogger(__name__)
 PROVIDER_IDS = {"kimi": "moonshotai", "moonshot": "moonshotai", "glm": "zhipuai", "zai": "zai"}
 
 
+# Taken by the first load_prices_aside and never let go: the tables load once a process.
 _warming = threading.Lock()
 
 
