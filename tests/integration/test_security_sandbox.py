@@ -215,9 +215,12 @@ async def test_a_daemon_forked_by_a_tool_is_dead_when_the_call_returns(
         sandbox=detect_sandbox(),
     )
     assert result.timed_out is (ends == "times_out")
-    # The daemon may have been killed before it wrote its pid; if it did, it is gone now.
-    if pid_file.exists() and sandbox_kind != "bwrap":  # bwrap's pids are the namespace's
-        pid = int(pid_file.read_text())
+    # The daemon may have been killed before it wrote its pid, or between the shell's
+    # opening the file and writing to it (a suite run read it empty); if it wrote it, it is
+    # gone now. Either way the marker below says whether it outlived the call.
+    written = pid_file.read_text().strip() if pid_file.exists() else ""
+    if written and sandbox_kind != "bwrap":  # bwrap's pids are the namespace's
+        pid = int(written)
         assert not Path(f"/proc/{pid}").exists() or _is_zombie(pid)
     await asyncio.sleep(2.0)
     assert not marker.exists(), "a daemon outlived its tool call"
