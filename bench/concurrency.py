@@ -238,6 +238,7 @@ def main() -> None:
     os.environ["SWARMDECK_HOME"] = str(home)
     if args.store:
         os.environ["SWARMDECK_STORE"] = args.store
+    from child_env import child_env
     from fake_server import bench_provider, fake_llm_process
 
     from swarmdeck.config import load_settings
@@ -277,7 +278,7 @@ def main() -> None:
         host = Host(load_settings())
         host.services.providers.register(provider)
         host.launch()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SWARMDECK_")}
+        env = child_env()
         env["SWARMDECK_HOME"] = str(home)
         if args.store:
             env["SWARMDECK_STORE"] = args.store

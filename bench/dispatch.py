@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from child_env import child_env
 
 from swarmdeck.testing.fake_llm import FakeLLM
 from swarmdeck.testing.script import FakeRequest, Reply, ReplyToolCall
@@ -196,7 +197,7 @@ def bench_ours(
         )
     )
     workdir = root / "project"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SWARMDECK_")}
+    env = child_env()
     env["SWARMDECK_HOME"] = str(home)
     if store:
         env["SWARMDECK_STORE"] = store

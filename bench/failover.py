@@ -38,6 +38,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from child_env import child_env  # noqa: E402
 from tests.pgcluster import PgCluster, unavailable_reason  # noqa: E402
 
 from swarmdeck.testing.fake_llm import FakeLLM  # noqa: E402
@@ -111,7 +112,7 @@ class Round:
         )  # fmt: skip
         self.workdir = root / "project"
         self.workdir.mkdir(exist_ok=True)
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("SWARMDECK_")}
+        self.env = child_env()
         self.env.update(SWARMDECK_HOME=str(self.home), SWARMDECK_STORE=self.url)
         os.environ.update(SWARMDECK_HOME=str(self.home), SWARMDECK_STORE=self.url)
         from swarmdeck.catalog.catalog import Catalog
