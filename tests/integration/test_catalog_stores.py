@@ -560,6 +560,27 @@ def test_inbox_post_is_idempotent_and_drain_repeatable(catalog: Catalog) -> None
     assert catalog.drain("s", "step-3") == [] and catalog.pending_count("s") == 0
 
 
+def test_the_inbox_is_read_by_any_number_of_kinds(catalog: Catalog) -> None:
+    # One bound value per kind (statements.kind_params): lists of every length read right,
+    # as the same statement reused for another list of that length.
+    new_session(catalog, "s")
+    for n, kind in enumerate(["user", "child_update", "timer", "user"]):
+        catalog.post("s", f"m{n}", kind, {"n": n})
+    assert catalog.pending_count("s", []) == 0
+    assert catalog.pending_count("s", ["user"]) == 2
+    assert catalog.pending_count("s", ("timer", "user")) == 3
+    assert catalog.pending_count("s", ["answer", "child_update"]) == 1
+    assert catalog.pending_count("s", iter(["user", "child_update", "timer"])) == 4
+    assert not catalog.news("s", 0, [], "turn:0")[1]
+    assert catalog.news("s", 0, ["answer", "timer"], "turn:0")[1]
+    assert not catalog.news("s", 0, ["answer", "cron"], "turn:0")[1]
+    assert catalog.drain("s", "d0", []) == []
+    taken = catalog.drain("s", "d1", iter(["timer", "child_update"]))
+    assert sorted(m.msg_id for m in taken) == ["m1", "m2"]
+    assert [m.msg_id for m in catalog.drain("s", "d2", ["user", "timer"])] == ["m0", "m3"]
+    assert catalog.pending_count("s") == 0
+
+
 def test_inbox_drains_race_without_losing_or_doubling(catalog: Catalog) -> None:
     new_session(catalog, "s")
     posted = [f"m{i}" for i in range(60)]

@@ -224,7 +224,7 @@ class Catalog:
         }
         try:
             with self.engine.begin() as conn:
-                conn.execute(schema.generations.insert().values(**row))
+                conn.execute(statements.INSERT_GENERATION, row)
         except IntegrityError:
             stored = self.generation_start(session_id, generation)
             assert stored is not None, f"generation {generation} of {session_id} not stored"
@@ -580,17 +580,19 @@ class Catalog:
         With `status`, a live session that took messages moves to it in the same
         transaction, so no observer sees the messages gone while the session still rests.
         """
-        inbox = schema.inbox
-        pending = sa.and_(inbox.c.session_id == session_id, inbox.c.consumed_by.is_(None))
-        if kinds is not None:
-            pending = sa.and_(pending, inbox.c.kind.in_(list(kinds)))
+        kinds = None if kinds is None else list(kinds)
         check, params = statements.PENDING_ANY, {"b_session": session_id, "b_claim": claim}
         if kinds is not None:
-            check, params = statements.PENDING_OF_KINDS, {**params, "b_kinds": list(kinds)}
+            check = statements.pending_of_kinds(len(kinds))
+            params.update(statements.kind_params(kinds))
         with self._reads.connect() as conn:
             # Most drains find nothing: a read, then, and no write lock taken.
             if conn.execute(check, params).first() is None:
                 return []
+        inbox = schema.inbox
+        pending = sa.and_(inbox.c.session_id == session_id, inbox.c.consumed_by.is_(None))
+        if kinds is not None:
+            pending = sa.and_(pending, inbox.c.kind.in_(kinds))
         with self.engine.begin() as conn:
             conn.execute(inbox.update().where(pending).values(consumed_by=claim))
             rows = conn.execute(
@@ -672,14 +674,13 @@ class Catalog:
 
     def pending_count(self, session_id: str, kinds: Iterable[str] | None = None) -> int:
         """Messages (of these kinds) not yet taken by the session."""
-        inbox = schema.inbox
-        where = sa.and_(inbox.c.session_id == session_id, inbox.c.consumed_by.is_(None))
+        count, params = statements.COUNT_WAITING, {"b_session": session_id}
         if kinds is not None:
-            where = sa.and_(where, inbox.c.kind.in_(list(kinds)))
+            kinds = list(kinds)
+            count = statements.count_waiting_of_kinds(len(kinds))
+            params.update(statements.kind_params(kinds))
         with self._reads.connect() as conn:
-            return conn.execute(
-                sa.select(sa.func.count()).select_from(inbox).where(where)
-            ).scalar_one()
+            return conn.execute(count, params).scalar_one()
 
     # -- events -----------------------------------------------------------------------
 
@@ -794,9 +795,10 @@ class Catalog:
                 statements.EVENTS_AFTER, {"b_session": session_id, "b_after": after_id}
             )
             events = [EventRecord.from_row(r) for r in rows]
+            kinds = list(inbox_kinds)
             mail = conn.execute(
-                statements.PENDING_OF_KINDS,
-                {"b_session": session_id, "b_claim": claim, "b_kinds": list(inbox_kinds)},
+                statements.pending_of_kinds(len(kinds)),
+                {"b_session": session_id, "b_claim": claim, **statements.kind_params(kinds)},
             ).first()
         return events, mail is not None
 

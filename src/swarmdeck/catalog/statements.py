@@ -7,6 +7,9 @@ once with bound parameters keep only the running.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
+
 import sqlalchemy as sa
 
 from swarmdeck.catalog import schema
@@ -34,6 +37,8 @@ SET_LIVE_STATUS = (
         error=sa.func.coalesce(sa.bindparam("b_error", type_=NulSafeText), _sessions.c.error),
     )
 )
+
+INSERT_GENERATION = schema.generations.insert()
 
 GENERATION_START = sa.select(schema.generations.c.start).where(
     schema.generations.c.session_id == _session,
@@ -135,11 +140,29 @@ _waiting = _inbox.c.consumed_by.is_(None)
 PENDING_ANY = (
     sa.select(_inbox.c.id).where(_inbox.c.session_id == _session, _waiting | _claimed).limit(1)
 )
-PENDING_OF_KINDS = (
-    sa.select(_inbox.c.id)
-    .where(
-        _inbox.c.session_id == _session,
-        sa.and_(_waiting, _inbox.c.kind.in_(sa.bindparam("b_kinds", expanding=True))) | _claimed,
-    )
-    .limit(1)
-)
+COUNT_WAITING = sa.select(sa.func.count()).where(_inbox.c.session_id == _session, _waiting)
+
+
+def _of_kinds(n: int) -> sa.ColumnElement[bool]:
+    """The inbox kind is one of n bound values, b_kind0...: an `IN` of a list (an
+    expanding parameter) is rendered anew at every execution, which cost more than the
+    query (a session's turn asked it twice)."""
+    return _inbox.c.kind.in_([sa.bindparam(f"b_kind{i}", type_=sa.String) for i in range(n)])
+
+
+@functools.cache
+def pending_of_kinds(n: int) -> sa.Select[tuple[int]]:
+    """PENDING_ANY for messages of n kinds (see kind_params)."""
+    where = sa.and_(_waiting, _of_kinds(n)) | _claimed
+    return sa.select(_inbox.c.id).where(_inbox.c.session_id == _session, where).limit(1)
+
+
+@functools.cache
+def count_waiting_of_kinds(n: int) -> sa.Select[tuple[int]]:
+    """COUNT_WAITING for messages of n kinds (see kind_params)."""
+    return COUNT_WAITING.where(_of_kinds(n))
+
+
+def kind_params(kinds: Sequence[str]) -> dict[str, str]:
+    """The bound values of the statements of kinds."""
+    return {f"b_kind{i}": kind for i, kind in enumerate(kinds)}
