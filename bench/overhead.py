@@ -2,9 +2,11 @@
 
 N sessions x M turns against the fake LLM server at zero latency. Each turn is one LLM call
 and one tool call (a no-op `read` tool). The fake server runs in its own process, as a
-remote LLM would. Four measurements, interleaved in one process, on one fresh store, every
+remote LLM would. The measurements, interleaved in one process, on one fresh store, every
 request carrying the same body (system prompt, tool schema, history, stream options):
 
+  http     the floor: the same streamed POST with aiohttp alone, its SSE lines parsed with
+           json (no SDK: what any client of the wire format must spend)
   sdk      the SDK's own call path, `client.chat.completions.create(**body)`, no runtime
   adapter  swarmdeck's provider adapter alone (limiter, key read, request, stream parsing)
   dbos     a bare DBOS workflow: per turn, one step making the SDK call, one running the tool
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import sys
@@ -45,7 +48,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--sessions", type=int, default=5)
     p.add_argument("--turns", type=int, default=20)
     p.add_argument("--store", default=None, help="postgresql://... (default: a fresh SQLite file)")
-    p.add_argument("--repeat", type=int, default=9, help="rounds of the four measurements")
+    p.add_argument("--repeat", type=int, default=9, help="rounds of the measurements")
     return p.parse_args()
 
 
@@ -74,21 +77,49 @@ async def _sdk_turn(client: AsyncOpenAI, body: dict[str, Any]) -> dict[str, Any]
     return {"text": text, "calls": list(calls.values())}
 
 
+async def _http_turn(client: Any, body: dict[str, Any]) -> dict[str, Any]:
+    """One streamed call with aiohttp alone (`client` is (session, url)): the floor."""
+    session, url = client
+    text, calls = "", {}
+    async with session.post(url, json=body, headers={"authorization": "Bearer bench"}) as answer:
+        answer.raise_for_status()
+        async for line in answer.content:
+            data = line.removeprefix(b"data: ").strip()
+            if not line.startswith(b"data: ") or data == b"[DONE]":
+                continue
+            for choice in json.loads(data).get("choices") or ():
+                delta = choice.get("delta") or {}
+                text += delta.get("content") or ""
+                for c in delta.get("tool_calls") or ():
+                    function = c.get("function") or {}
+                    call = calls.setdefault(
+                        c.get("index", 0),
+                        {
+                            "id": c.get("id"),
+                            "type": "function",
+                            "function": {"name": function.get("name"), "arguments": ""},
+                        },
+                    )
+                    call["function"]["arguments"] += function.get("arguments") or ""
+    return {"text": text, "calls": list(calls.values())}
+
+
 def _noop_tool(i: int) -> str:
     return f"ok {i}"
 
 
 async def _sdk_session(
-    client: AsyncOpenAI, first_body: dict[str, Any], turns: int, step: Any = None
+    client: Any, first_body: dict[str, Any], turns: int, step: Any = None, turn: Any = _sdk_turn
 ) -> None:
-    """One session's turns through the SDK; `step` wraps each call (bare DBOS) or not."""
+    """One session's turns through the SDK (or `turn`'s client); `step` wraps each call
+    (bare DBOS) or not."""
     body = {**first_body, "messages": list(first_body["messages"])}
     messages = body["messages"]
     for i in range(turns):
         if step is None:
-            reply = await _sdk_turn(client, body)
+            reply = await turn(client, body)
         else:
-            reply = await step("llm", _sdk_turn, client, body)
+            reply = await step("llm", turn, client, body)
         messages.append(
             {"role": "assistant", "content": reply["text"] or None, "tool_calls": reply["calls"]}
             if reply["calls"]
@@ -122,6 +153,17 @@ def shared_client(base_url: str) -> AsyncOpenAI:
 async def bare_workflow(base_url: str, first_body: dict[str, Any], turns: int) -> int:
     await _sdk_session(shared_client(base_url), first_body, turns, _dbos_step)
     return turns
+
+
+async def http_only(base_url: str, first_body: dict[str, Any], sessions: int, turns: int) -> float:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as session:  # one pool, as the runtime's
+        client = (session, f"{base_url}/chat/completions")
+        start = time.perf_counter()
+        for _ in range(sessions):
+            await _sdk_session(client, first_body, turns, turn=_http_turn)
+        return time.perf_counter() - start
 
 
 async def sdk_only(base_url: str, first_body: dict[str, Any], sessions: int, turns: int) -> float:
@@ -209,6 +251,7 @@ def main() -> None:
         first_body = host.services.model(MODEL).request_body(first, specs)
         tracing = in_memory_tracing(host)
         measures = {
+            "http": lambda n: http_only(base_url, first_body, n, args.turns),
             "sdk": lambda n: sdk_only(base_url, first_body, n, args.turns),
             "adapter": lambda n: adapter_only(host, first, specs, n, args.turns),
             "dbos": lambda n: bare_dbos(base_url, first_body, n, args.turns),
@@ -283,7 +326,7 @@ async def idle_hooks(host: Any, workdir: Path, n: int = 20_000) -> float:
 
 
 def paired(runs: dict[str, list[float]], a: str, b: str, turns: int) -> float:
-    """Median over rounds of (a - b) per turn, in ms: the four run back to back in each
+    """Median over rounds of (a - b) per turn, in ms: all of them run back to back in each
     round, so a slow spell of the machine lands on both sides of each difference."""
     return statistics.median(x - y for x, y in zip(runs[a], runs[b], strict=True)) / turns * 1000
 
@@ -297,10 +340,15 @@ def report(args: argparse.Namespace, runs: dict[str, list[float]], hooks: float)
     print(
         f"store: {store}; {args.sessions} sessions x {args.turns} turns; medians of {args.repeat} rounds"
     )
-    print(f"  SDK create() alone (fake server, zero latency) {med['sdk']:8.3f} ms/turn")
+    print(f"  bare HTTP (aiohttp, no SDK): the floor         {med['http']:8.3f} ms/turn")
+    print(
+        f"  SDK create() alone (fake server, zero latency) {med['sdk']:8.3f} ms/turn"
+        f"  ({med['sdk'] / med['http']:.2f}x bare HTTP)"
+    )
     print(
         f"  swarmdeck's adapter alone                      {med['adapter']:8.3f} ms/turn"
-        f"  ({med['adapter'] / med['sdk']:.2f}x the SDK call)"
+        f"  ({med['adapter'] / med['sdk']:.2f}x the SDK call, "
+        f"{med['adapter'] / med['http']:.2f}x bare HTTP)"
     )
     print(
         f"  bare DBOS, same turns                          {med['dbos']:8.3f} ms/turn"
