@@ -102,7 +102,13 @@ INTERNALS = (
             "queue_partition_key",
             "local_running_count",
         ),
-        keywords=("owner_xid",),
+        keywords=("owner_xid", "is_latest_version"),
+    ),
+    Internal(
+        "dbos._sys_db",
+        "SystemDatabase._is_latest_version",
+        "_PromptClaims._is_latest",
+        params=("app_version",),
     ),
     Internal(
         "dbos._sys_db",
