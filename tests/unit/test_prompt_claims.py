@@ -10,6 +10,7 @@ import pytest
 
 from swarmdeck.runtime import engine
 from swarmdeck.runtime.engine import SESSIONS_QUEUE, _PromptClaims
+from tests.manual_clock import ManualClock, install
 
 
 @dataclass
@@ -50,26 +51,16 @@ class Dbos:
     _active_workflows_set: Active = field(default_factory=Active)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    clock = Clock()
-    monkeypatch.setattr(engine, "time", clock)
-    return clock
+def clock(monkeypatch: pytest.MonkeyPatch) -> ManualClock:
+    return install(monkeypatch, engine)
 
 
 def claim(sys_db: SysDb, queue: str = SESSIONS_QUEUE, version: str = "v1", **kw: Any) -> None:
     sys_db.start_queued_workflows(Queue(queue), "exec-1", version, None, 0, **kw)
 
 
-def test_the_latest_version_is_asked_once_per_ttl(clock: Clock) -> None:
+def test_the_latest_version_is_asked_once_per_ttl(clock: ManualClock) -> None:
     sys_db = SysDb()
     _PromptClaims(Dbos(sys_db))
     for _ in range(20):
@@ -84,7 +75,7 @@ def test_the_latest_version_is_asked_once_per_ttl(clock: Clock) -> None:
     assert sys_db.asked == ["v1", "v1"] and sys_db.claims[-1]["is_latest_version"] is False
 
 
-def test_a_caller_answer_or_another_version_or_queue_is_respected(clock: Clock) -> None:
+def test_a_caller_answer_or_another_version_or_queue_is_respected(clock: ManualClock) -> None:
     sys_db = SysDb()
     _PromptClaims(Dbos(sys_db))
     claim(sys_db, is_latest_version=False)  # DBOS's own answer (a sharded store) stands

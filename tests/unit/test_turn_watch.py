@@ -12,16 +12,7 @@ from swarmdeck.catalog.catalog import WriteWouldWait
 from swarmdeck.runtime import turn_watch
 from swarmdeck.runtime.services import set_services
 from swarmdeck.runtime.turn_watch import RETRY_BUSY_S, TOUCH_EVERY_S, TurnWatch
-
-
-class Clock:
-    """time.monotonic, moved by the test."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def monotonic(self) -> float:
-        return self.now
+from tests.manual_clock import ManualClock, install
 
 
 class Catalog:
@@ -41,13 +32,11 @@ class Catalog:
 
 
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    clock = Clock()
-    monkeypatch.setattr(turn_watch, "time", clock)
-    return clock
+def clock(monkeypatch: pytest.MonkeyPatch) -> ManualClock:
+    return install(monkeypatch, turn_watch)
 
 
-def stream(watch: TurnWatch, clock: Clock, seconds: float, every: float = 0.01) -> None:
+def stream(watch: TurnWatch, clock: ManualClock, seconds: float, every: float = 0.01) -> None:
     """Chunks arriving every `every` seconds for `seconds`."""
 
     async def chunks() -> None:
@@ -69,7 +58,7 @@ def stream(watch: TurnWatch, clock: Clock, seconds: float, every: float = 0.01) 
     ],
 )
 def test_touches_are_spaced_whatever_the_store_answers(
-    clock: Clock, failure: Exception | None, most_tries: int
+    clock: ManualClock, failure: Exception | None, most_tries: int
 ) -> None:
     catalog = Catalog(failure)
     set_services(SimpleNamespace(catalog=catalog))  # type: ignore[arg-type]
@@ -83,7 +72,7 @@ def test_touches_are_spaced_whatever_the_store_answers(
         set_services(None)
 
 
-def test_a_busy_store_is_tried_again_soon(clock: Clock) -> None:
+def test_a_busy_store_is_tried_again_soon(clock: ManualClock) -> None:
     catalog = Catalog(WriteWouldWait("locked"))
     set_services(SimpleNamespace(catalog=catalog))  # type: ignore[arg-type]
     try:
