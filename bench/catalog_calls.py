@@ -14,6 +14,7 @@ driver. The ratio is what the catalog's layer costs on top.
 from __future__ import annotations
 
 import argparse
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -62,26 +63,29 @@ class Emitted:
             self.statements.append((sql, params))
 
 
-def bare_call(
-    engine: sa.Engine, statements: list[tuple[str, Any]], writes: bool
-) -> Callable[[int], None]:
-    """The statements on one raw driver connection, in one transaction (committed when the
-    call writes). The event key the call was captured with becomes a fresh one each run:
-    a repeated key would cost a refused insert instead."""
+def bare_cpu_us(
+    engine: sa.Engine, statements: list[tuple[str, Any]], writes: bool, n: int
+) -> float:
+    """cpu_us of the statements on one raw driver connection, in one transaction (committed
+    when the call writes). The event key the call was captured with becomes a fresh one
+    each run: a repeated key would cost a refused insert instead."""
     raw = engine.raw_connection()
-    cursor = raw.cursor()
+    try:
+        cursor = raw.cursor()
 
-    def run(i: int) -> None:
-        for sql, params in statements:
-            cursor.execute(sql, _fresh_key(params, f"{CAPTURE_KEY}-{i}"))
-            if cursor.description:
-                cursor.fetchall()
-        if writes:
-            raw.commit()
-        else:
-            raw.rollback()
+        def run(i: int) -> None:
+            for sql, params in statements:
+                cursor.execute(sql, _fresh_key(params, f"{CAPTURE_KEY}-{i}"))
+                if cursor.description:
+                    cursor.fetchall()
+            if writes:
+                raw.commit()
+            else:
+                raw.rollback()
 
-    return run
+        return cpu_us(run, n)
+    finally:
+        raw.close()
 
 
 def _fresh_key(params: Any, key: str) -> Any:
@@ -133,13 +137,11 @@ def main() -> None:
         emitted = Emitted(catalog.engine)
         call(-1)
         emitted.stop()
-        bare = cpu_us(bare_call(catalog.engine, emitted.statements, writes), args.calls)
+        bare = bare_cpu_us(catalog.engine, emitted.statements, writes, args.calls)
         ratios.append(ours / bare)
         print(f"  {name:<28} {ours:10.1f} {bare:15.1f} {ours / bare:6.2f}x")
-    geo = 1.0
-    for r in ratios:
-        geo *= r
-    print(f"catalog / bare driver, geometric mean: {geo ** (1 / len(ratios)):.2f}x")
+    catalog.engine.dispose()
+    print(f"catalog / bare driver, geometric mean: {statistics.geometric_mean(ratios):.2f}x")
 
 
 if __name__ == "__main__":
