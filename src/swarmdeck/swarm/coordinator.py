@@ -284,8 +284,12 @@ class Coordinator:
         policy = self.spec.recovery
         which = f" ({run.session_id})" if run.session_id else ""
         run.failed_before = f"attempt {run.attempt + 1}{which} ended {_failure(outcome)}"
+        # The delay counts from when the attempt's end was recorded, which is later than
+        # `now` (taken before the ended members were read); entries stored before
+        # `ended_at` existed count from `now`.
+        retry_at = max(now, outcome.get("ended_at", now)) + policy.retry_delay
         if run.attempt - run.series_start < policy.max_retries:
-            run.state, run.retry_at, run.final = "retry", now + policy.retry_delay, None
+            run.state, run.retry_at, run.final = "retry", retry_at, None
             return
         if policy.on_all_failed == "reassign" and not run.reassigned:
             moved = await self.d.step("reassign", phases.reassigned, self.sid, run.member)
@@ -293,7 +297,7 @@ class Coordinator:
             if moved is not None:
                 run.member = moved
                 run.series_start = run.attempt + 1
-                run.state, run.retry_at, run.final = "retry", now + policy.retry_delay, None
+                run.state, run.retry_at, run.final = "retry", retry_at, None
                 return
         if policy.on_all_failed == "abort":
             attempts = run.attempt - run.series_start + 1

@@ -432,6 +432,7 @@ def member_outcome(
         "steps": verdict.steps,
         "timed_out": timed_out,
         "workdir": record.workdir,
+        "ended_at": time.time(),
     }
     return _append(coordinator_id, key, outcome)
 
@@ -455,6 +456,7 @@ def skip_member(
         "steps": 0,
         "timed_out": False,
         "workdir": None,
+        "ended_at": time.time(),
     }
     which = "skip" if attempt is None else attempt
     return _append(coordinator_id, f"swarm:end:{member['index']}:{which}", outcome)
