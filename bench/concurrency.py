@@ -29,10 +29,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dbos import DBOS
+
+if TYPE_CHECKING:  # imported in main, once SWARMDECK_HOME is set
+    from swarmdeck.runtime.host import Host
 
 GOAL_RATIO = 1.5
 GOAL_MEMORY_MIB = 1024
@@ -130,6 +135,13 @@ class Run:
     wall: float
     created: float
     memory_mib: float
+    # Sessions each worker ran, most first (empty in-process): an uneven split leaves a
+    # core idle while the busier worker finishes.
+    split: list[int] = field(default_factory=list)
+
+    def split_text(self) -> str:
+        """', sessions per worker 700/300', or nothing in-process."""
+        return f", sessions per worker {'/'.join(map(str, self.split))}" if self.split else ""
 
 
 def start_workers(n: int, env: dict[str, str], home: Path) -> list[subprocess.Popen[bytes]]:
@@ -164,6 +176,12 @@ def stop_workers(procs: list[subprocess.Popen[bytes]]) -> float:
     for proc in procs:
         proc.wait(timeout=60)
     return memory
+
+
+def sessions_per_executor(host: Host, ids: list[str]) -> list[int]:
+    """How many of these sessions each executor ran, most first."""
+    counts = Counter(host.catalog.get_session(i).executor for i in ids)
+    return sorted(counts.values(), reverse=True)
 
 
 def bare_child(store_url: str, sessions: int, seconds: float) -> None:
@@ -317,9 +335,10 @@ def main() -> None:
                 wall = time.perf_counter() - t0
                 bad = [i for i in ids if host.catalog.get_session(i).status != "completed"]
                 assert not bad, bad[:3]
+                split = sessions_per_executor(host, ids)
             finally:
                 memory = stop_workers(workers)
-            return Run(processes, wall, created, memory)
+            return Run(processes, wall, created, memory, split)
 
         async def bare(workflow, *wf_args) -> float:  # type: ignore[no-untyped-def]
             t0 = time.perf_counter()
@@ -345,7 +364,7 @@ def main() -> None:
         for run in runs:
             print(
                 f"  swarmdeck, {run.processes} worker process(es) (0: here) {run.wall:7.2f} s "
-                f"(creating the sessions: {run.created:.2f} s of it)"
+                f"(creating the sessions: {run.created:.2f} s of it{run.split_text()})"
             )
         return
     # Bare DBOS given the processes our fleet runs got (after the host stopped, as the
@@ -366,7 +385,7 @@ def main() -> None:
         print(
             f"  swarmdeck, {where:<24} {run.wall:7.2f} s   {n / run.wall:5.0f} sessions/s, "
             f"{run.wall / bare_step:.2f}x bare sleep + step, {run.wall / same:.2f}x the same work, "
-            f"{memory:5.0f} MiB (creating the sessions: {run.created:.2f} s of it)"
+            f"{memory:5.0f} MiB (creating the sessions: {run.created:.2f} s of it{run.split_text()})"
         )
     for run in runs:
         if run.processes in bare_fleet:
