@@ -32,12 +32,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from dbos import DBOS
-
-if TYPE_CHECKING:  # imported in main, once SWARMDECK_HOME is set
-    from swarmdeck.runtime.host import Host
 
 GOAL_RATIO = 1.5
 GOAL_MEMORY_MIB = 1024
@@ -176,12 +172,6 @@ def stop_workers(procs: list[subprocess.Popen[bytes]]) -> float:
     for proc in procs:
         proc.wait(timeout=60)
     return memory
-
-
-def sessions_per_executor(host: Host, ids: list[str]) -> list[int]:
-    """How many of these sessions each executor ran, most first."""
-    counts = Counter(host.catalog.get_session(i).executor for i in ids)
-    return sorted(counts.values(), reverse=True)
 
 
 def bare_child(store_url: str, sessions: int, seconds: float) -> None:
@@ -333,9 +323,10 @@ def main() -> None:
                     # this process most of a core, which the workers it measures share.
                     left &= set(host.catalog.live_session_ids())
                 wall = time.perf_counter() - t0
-                bad = [i for i in ids if host.catalog.get_session(i).status != "completed"]
+                records = [host.catalog.get_session(i) for i in ids]
+                bad = [r.id for r in records if r.status != "completed"]
                 assert not bad, bad[:3]
-                split = sessions_per_executor(host, ids)
+                split = sorted(Counter(r.executor for r in records).values(), reverse=True)
             finally:
                 memory = stop_workers(workers)
             return Run(processes, wall, created, memory, split)
