@@ -135,9 +135,10 @@ class Run:
     # core idle while the busier worker finishes.
     split: list[int] = field(default_factory=list)
 
-    def split_text(self) -> str:
-        """', sessions per worker 700/300', or nothing in-process."""
-        return f", sessions per worker {'/'.join(map(str, self.split))}" if self.split else ""
+    def detail(self) -> str:
+        """'(creating the sessions: 0.30 s of it, sessions per worker 700/300)'."""
+        split = f", sessions per worker {'/'.join(map(str, self.split))}" if self.split else ""
+        return f"(creating the sessions: {self.created:.2f} s of it{split})"
 
 
 def start_workers(n: int, env: dict[str, str], home: Path) -> list[subprocess.Popen[bytes]]:
@@ -354,8 +355,8 @@ def main() -> None:
     if args.ours_only:
         for run in runs:
             print(
-                f"  swarmdeck, {run.processes} worker process(es) (0: here) {run.wall:7.2f} s "
-                f"(creating the sessions: {run.created:.2f} s of it{run.split_text()})"
+                f"  swarmdeck, {run.processes} worker process(es) (0: here) {run.wall:7.2f} s",
+                run.detail(),
             )
         return
     # Bare DBOS given the processes our fleet runs got (after the host stopped, as the
@@ -376,7 +377,7 @@ def main() -> None:
         print(
             f"  swarmdeck, {where:<24} {run.wall:7.2f} s   {n / run.wall:5.0f} sessions/s, "
             f"{run.wall / bare_step:.2f}x bare sleep + step, {run.wall / same:.2f}x the same work, "
-            f"{memory:5.0f} MiB (creating the sessions: {run.created:.2f} s of it{run.split_text()})"
+            f"{memory:5.0f} MiB {run.detail()}"
         )
     for run in runs:
         if run.processes in bare_fleet:
