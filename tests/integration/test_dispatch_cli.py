@@ -239,12 +239,12 @@ def test_provider_failures_still_print_two_lines(
 
 def test_limits_timeout_idle_timeout_step_cap(sd_home: Path, workdir: Path, fake: FakeLLM) -> None:
     run_args = ["run", "--provider", "fake", "--mode", "explore", "--workdir", str(workdir)]
-    # The timeout counts from the run's start, process launch included: 2 s was too tight
-    # under a loaded CI machine to reach the first tool call, so it gets 6 s (the slow
-    # turn sleeps 60 s, so the run still times out).
+    # Both limits count from the run's start, process launch included: 2 s was too tight
+    # under a loaded CI machine to reach the first tool call (the timeout run's stderr had
+    # no read_file), so each gets room for it; the slow turn sleeps 60 s, so both still fire.
     results = {
         "timeout": invoke(sd_home, *run_args, "--task", "SLOW", "--timeout", "6"),
-        "idle": dispatch(sd_home, workdir, "--idle-timeout", "2", task="SLOW"),
+        "idle": dispatch(sd_home, workdir, "--idle-timeout", "4", task="SLOW"),
         "cap": dispatch(sd_home, workdir, "--max-steps", "2", task="LOOP"),
     }
     timed = results["timeout"]
