@@ -7,11 +7,12 @@ process, as a remote LLM would be). The ideal wall time is the 1 s wait.
 Ours is measured in this process (`--processes 0`: the sessions start here) and on the
 fleet (`--processes N`: N `swarmdeck worker` processes serve the store and the sessions are
 handed to them; a list such as `--processes 0,1,2` measures each, to show how throughput
-scales). The same run measures two bare-DBOS peers in this process: 1,000 x (sleep 1 s +
-one step), the figure in DBOS-NOTES.md, and 1,000 x (one step calling the LLM through the
-OpenAI SDK, sleep 1 s, one step calling the LLM): the same work without the runtime. For
-each N > 0, bare DBOS's sleep + step is also run in N processes on one store, as our fleet's
-N workers were, and the ratio at equal processes is printed.
+scales). The same run measures three bare-DBOS peers in this process: 1,000 x (sleep 1 s +
+one step), the figure in DBOS-NOTES.md; 1,000 x (one step calling the LLM through the
+OpenAI SDK, sleep 1 s, one step calling the LLM), the same work without the runtime; and
+that work with aiohttp alone in place of the SDK, its floor: what any client of the wire
+format spends on DBOS. For each N > 0, bare DBOS's sleep + step is also run in N processes
+on one store, as our fleet's N workers were, and the ratio at equal processes is printed.
 Printed: wall times, ratios, throughput, peak memory of every process involved. The last
 line compares our best run with bare DBOS's sleep + step (goal: at most 1.5x, on SQLite,
 under 1 GiB in all).
@@ -32,7 +33,9 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from bare_http import http_turn
 from dbos import DBOS
 
 GOAL_RATIO = 1.5
@@ -73,24 +76,20 @@ async def bare_same_work(base_url: str, seconds: float) -> None:
     await DBOS.run_step_async({"name": "llm"}, _llm, base_url, 1)
 
 
-_CLIENTS: dict[str, object] = {}
+@DBOS.workflow(name="bench.llm_sleep_llm_http")
+async def bare_same_work_http(base_url: str, seconds: float) -> None:
+    await DBOS.run_step_async({"name": "llm"}, _llm_http, base_url, 0)
+    await DBOS.sleep_async(seconds)
+    await DBOS.run_step_async({"name": "llm"}, _llm_http, base_url, 1)
 
 
-async def _llm(base_url: str, turn: int) -> str:
-    import openai
+# One client (and connection pool) for all calls of a peer, as ours has; closed by bare().
+_CLIENTS: dict[str, Any] = {}
 
-    from swarmdeck.models.retry import pooled_client_factory
 
-    client = _CLIENTS.get(base_url)
-    if client is None:  # one client (and connection pool) for all calls, as ours has
-        client = _CLIENTS[base_url] = openai.AsyncOpenAI(
-            base_url=base_url,
-            api_key="b",
-            max_retries=0,
-            timeout=120,
-            http_client=pooled_client_factory(openai)(),  # the transport ours uses
-        )
-    messages: list[dict] = [{"role": "user", "content": "bench"}]
+def _messages(turn: int) -> list[dict[str, Any]]:
+    """The conversation of a session's first or second call, as ours sends it."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "bench"}]
     if turn:
         call = {
             "id": "call_0_0",
@@ -101,11 +100,46 @@ async def _llm(base_url: str, turn: int) -> str:
             {"role": "assistant", "tool_calls": [call]},
             {"role": "tool", "tool_call_id": "call_0_0", "content": "waited"},
         ]
-    stream = await client.chat.completions.create(  # type: ignore[attr-defined]
-        model="bench", messages=messages, stream=True, stream_options={"include_usage": True}
+    return messages
+
+
+async def _llm(base_url: str, turn: int) -> str:
+    import openai
+
+    from swarmdeck.models.retry import pooled_client_factory
+
+    client = _CLIENTS.get(base_url)
+    if client is None:
+        client = _CLIENTS[base_url] = openai.AsyncOpenAI(
+            base_url=base_url,
+            api_key="b",
+            max_retries=0,
+            timeout=120,
+            http_client=pooled_client_factory(openai)(),  # the transport ours uses
+        )
+    stream = await client.chat.completions.create(
+        model="bench", messages=_messages(turn), stream=True, stream_options={"include_usage": True}
     )
     async for _ in stream:
         pass
+    return "ok"
+
+
+async def _llm_http(base_url: str, turn: int) -> str:
+    """The same call with aiohttp alone: no SDK, the floor of any client."""
+    import aiohttp
+
+    key = f"aiohttp {base_url}"
+    session = _CLIENTS.get(key)
+    if session is None:
+        session = _CLIENTS[key] = aiohttp.ClientSession()
+    body = {
+        "model": "bench",
+        "messages": _messages(turn),
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    await http_turn((session, f"{base_url}/chat/completions"), body)
     return "ok"
 
 
@@ -340,13 +374,14 @@ def main() -> None:
             await asyncio.gather(*(h.get_result() for h in handles))
             wall = time.perf_counter() - t0
             while _CLIENTS:  # its pool belongs to this loop: close it here
-                await _CLIENTS.popitem()[1].close()  # type: ignore[attr-defined]
+                await _CLIENTS.popitem()[1].close()
             return wall
 
         try:
             if not args.ours_only:
                 bare_step = asyncio.run(bare(bare_session, args.wait))
                 same = asyncio.run(bare(bare_same_work, base_url, args.wait))
+                floor = asyncio.run(bare(bare_same_work_http, base_url, args.wait))
             runs = []
             for processes in counts:
                 runs.append(asyncio.run(run_here()) if processes == 0 else run_fleet(processes))
@@ -367,16 +402,22 @@ def main() -> None:
     here_mib = peak_rss_mib()
     store = "PostgreSQL" if args.store else "SQLite (WAL, synchronous=NORMAL)"
     print(f"store: {store}; {n} concurrent sessions, each wait({args.wait:g}) then one turn")
-    print(f"  bare DBOS, {n} x (sleep + one step)                {bare_step:7.2f} s")
-    print(f"  bare DBOS, {n} x (LLM step, sleep, LLM step)       {same:7.2f} s   (the same work)")
-    for processes, wall in bare_fleet.items():
-        print(f"  bare DBOS, {n} x (sleep + one step), {processes} process(es) {wall:7.2f} s")
+    floor_note = f"its floor: {floor / bare_step:.2f}x bare sleep + step"
+    peers = [
+        (f"{n} x (sleep + one step)", bare_step, ""),
+        (f"{n} x (LLM step, sleep, LLM step)", same, "the same work"),
+        (f"{n} x (the same, aiohttp for the SDK)", floor, floor_note),
+        *((f"{n} x (sleep + one step), {p} process(es)", w, "") for p, w in bare_fleet.items()),
+    ]
+    for what, wall, note in peers:
+        print(f"  {'bare DBOS, ' + what:<52} {wall:7.2f} s" + (f"   ({note})" if note else ""))
     for run in runs:
         where = "in this process" if run.processes == 0 else f"{run.processes} worker process(es)"
         memory = here_mib + run.memory_mib
         print(
             f"  swarmdeck, {where:<24} {run.wall:7.2f} s   {n / run.wall:5.0f} sessions/s, "
-            f"{run.wall / bare_step:.2f}x bare sleep + step, {run.wall / same:.2f}x the same work, "
+            f"{run.wall / bare_step:.2f}x bare sleep + step, {run.wall / same:.2f}x the same work "
+            f"({run.wall / floor:.2f}x its floor), "
             f"{memory:5.0f} MiB {run.detail()}"
         )
     for run in runs:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import sys
@@ -37,6 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bare_http import http_turn
 from dbos import DBOS
 from openai import AsyncOpenAI
 
@@ -74,33 +74,6 @@ async def _sdk_turn(client: AsyncOpenAI, body: dict[str, Any]) -> dict[str, Any]
                     },
                 )
                 call["function"]["arguments"] += c.function.arguments or ""
-    return {"text": text, "calls": list(calls.values())}
-
-
-async def _http_turn(client: Any, body: dict[str, Any]) -> dict[str, Any]:
-    """One streamed call with aiohttp alone (`client` is (session, url)): the floor."""
-    session, url = client
-    text, calls = "", {}
-    async with session.post(url, json=body, headers={"authorization": "Bearer bench"}) as answer:
-        answer.raise_for_status()
-        async for line in answer.content:
-            data = line.removeprefix(b"data: ").strip()
-            if not line.startswith(b"data: ") or data == b"[DONE]":
-                continue
-            for choice in json.loads(data).get("choices") or ():
-                delta = choice.get("delta") or {}
-                text += delta.get("content") or ""
-                for c in delta.get("tool_calls") or ():
-                    function = c.get("function") or {}
-                    call = calls.setdefault(
-                        c.get("index", 0),
-                        {
-                            "id": c.get("id"),
-                            "type": "function",
-                            "function": {"name": function.get("name"), "arguments": ""},
-                        },
-                    )
-                    call["function"]["arguments"] += function.get("arguments") or ""
     return {"text": text, "calls": list(calls.values())}
 
 
@@ -162,7 +135,7 @@ async def http_only(base_url: str, first_body: dict[str, Any], sessions: int, tu
         client = (session, f"{base_url}/chat/completions")
         start = time.perf_counter()
         for _ in range(sessions):
-            await _sdk_session(client, first_body, turns, turn=_http_turn)
+            await _sdk_session(client, first_body, turns, turn=http_turn)
         return time.perf_counter() - start
 
 
