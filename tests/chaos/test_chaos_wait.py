@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from swarmdeck.catalog.records import RESUMED_KIND
 from tests.conftest import Store, run_cli, write_provider
 from tests.integration.test_sessions_support import (
     Agent,
@@ -59,6 +60,10 @@ def test_wait_keeps_its_deadline_across_sigkill(
     res = run_cli(sd_home, "sessions", "resume", session.id, timeout=90)
     assert res.code == 0, res.stderr
     assert res.stdout.strip() == "rested"
+    # The transcript says the session went on in another process, after the killed one.
+    [resumed] = catalog.events(session.id, kinds=[RESUMED_KIND])
+    assert resumed.payload["after"] == session.executor
+    assert resumed.payload["executor"] not in (None, session.executor)
     waited = catalog.events(session.id, kinds=["tool_result"])[0]
     assert waited.payload["content"] == f"waited {WAIT:g} seconds (nap)"
 

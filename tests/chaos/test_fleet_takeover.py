@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from swarmdeck.catalog.records import RESUMED_KIND
 from swarmdeck.runtime.host import Host, SessionRequest
 from swarmdeck.testing.script import FakeRequest, Reply
 from tests.conftest import Store, run_cli, write_provider
@@ -118,6 +119,15 @@ def test_workers_on_other_hosts_take_over_a_killed_ones_sessions(
         assert catalog.get_session(sid).executor in {w.executor_id for w in others}
     rows = worker_rows(catalog)
     assert rows[doomed.executor_id].recovered_by in {w.executor_id for w in others}
+    # Each transcript says where its session went on, and after which worker.
+    for sid in ids.values():
+        [resumed] = catalog.events(sid, kinds=[RESUMED_KIND])
+        assert resumed.payload["after"] == doomed.executor_id
+        assert resumed.payload["executor"] == catalog.get_session(sid).executor
+        assert resumed.ts - killed_at <= bound
+    shown = run_cli(sd_home, "sessions", "show", ids["napper"])
+    said = f"resumed on {napper.executor}, after its run on {doomed.executor_id} stopped"
+    assert said in " ".join(shown.stdout.split())  # as one line, however the terminal wraps it
 
 
 def test_a_run_killed_right_after_writing_its_session_is_run_by_a_worker(

@@ -18,6 +18,9 @@ STATUSES = (
     "budget_exceeded",
 )
 TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "budget_exceeded"})
+# The transcript entry a rerun of a session's execution starts with (a crash, a restart, a
+# takeover by another worker): who runs it now, and who ran it before.
+RESUMED_KIND = "resumed"
 # A system agent runs under `sys-<its id>`, once per store.
 SYSTEM_SESSION_PREFIX = "sys-"
 # The option naming the group (a swarm) a session belongs to: the id of the session at its

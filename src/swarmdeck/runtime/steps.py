@@ -15,7 +15,7 @@ from typing import Any
 
 from swarmdeck.catalog import fence
 from swarmdeck.catalog.catalog import WriteWouldWait
-from swarmdeck.catalog.records import EventRecord, SessionRecord
+from swarmdeck.catalog.records import RESUMED_KIND, EventRecord, SessionRecord
 from swarmdeck.errors import ProviderError, SwarmdeckError
 from swarmdeck.models.errors import CONTEXT_OVERFLOW
 from swarmdeck.models.types import Message
@@ -140,7 +140,7 @@ def load_session(session_id: str, generation: int) -> tuple[dict[str, Any], int]
     executor = svc.executor_id()
     stored = svc.catalog.generation_start(session_id, generation)
     if stored is not None:
-        return stored, svc.catalog.claim_run(session_id, executor)
+        return stored, _resume_run(session_id, generation, executor)
     record, turns_done = svc.catalog.open_run(session_id, executor)
     fence.enter(session_id, record.epoch)
     if record.terminal or record.generation != generation:
@@ -172,6 +172,19 @@ def load_session(session_id: str, generation: int) -> tuple[dict[str, Any], int]
         ),
     }
     return svc.catalog.keep_generation_start(session_id, generation, info), record.epoch
+
+
+def _resume_run(session_id: str, generation: int, executor: str) -> int:
+    """Claim the session for a rerun of its execution (after a crash, a restart or a
+    takeover) and say so in its transcript, where whoever follows it sees the session go on
+    elsewhere; returns the new epoch."""
+    catalog = services().catalog
+    after = catalog.get_session(session_id).executor
+    epoch = catalog.claim_run(session_id, executor)
+    fence.enter(session_id, epoch)
+    payload = {"executor": executor, "after": after, "epoch": epoch}
+    catalog.append_event(session_id, f"g{generation}:resumed:{epoch}", RESUMED_KIND, payload)
+    return epoch
 
 
 def _with_ancestors(record: SessionRecord) -> list[SessionRecord]:

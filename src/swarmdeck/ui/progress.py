@@ -9,8 +9,8 @@ import time
 from rich.console import Console
 from rich.markup import escape
 
-from swarmdeck.catalog.records import EventRecord
-from swarmdeck.views.transcript import compaction_line
+from swarmdeck.catalog.records import RESUMED_KIND, EventRecord
+from swarmdeck.views.transcript import compaction_line, resumed_line
 
 MAX_PREVIEW = 160
 
@@ -88,6 +88,8 @@ class ProgressPrinter:
             return f"[red]error[/] {escape(p['message'])}"
         if ev.kind == "compaction":
             return f"[blue]context[/] {escape(compaction_line(p))}"
+        if ev.kind == RESUMED_KIND:
+            return f"[bold yellow]resumed[/] {escape(resumed_line(p))}"
         if ev.kind == "notice":
             return f"[yellow]wait[/]  {escape(_preview(p.get('text') or p.get('reason', ''), 300))}"
         if ev.kind == "status":

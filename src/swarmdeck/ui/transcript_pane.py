@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
+from swarmdeck.catalog.records import RESUMED_KIND
 from swarmdeck.views.transcript import Entry
 
 KIND_STYLE = {
@@ -21,6 +22,7 @@ KIND_STYLE = {
     "timer": ("timer", "cyan"),
     "notice": ("wait", "bold yellow"),
     "compaction": ("context", "blue"),
+    RESUMED_KIND: ("resumed", "bold yellow"),
     "status": ("status", "bold"),
     "error": ("error", "bold red"),
     "audit": ("audit", "magenta"),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from swarmdeck.catalog.records import EventRecord
+from swarmdeck.catalog.records import RESUMED_KIND, EventRecord
 from swarmdeck.views.text import one_line
 
 HEAD_CHARS = 160
@@ -116,6 +116,8 @@ class Transcript:
             new.append(Entry(ev.id, ev.ts, "notice", _head(text, 300)))
         elif ev.kind == "compaction":
             new.append(Entry(ev.id, ev.ts, "compaction", compaction_line(p)))
+        elif ev.kind == RESUMED_KIND:
+            new.append(Entry(ev.id, ev.ts, RESUMED_KIND, resumed_line(p)))
         elif ev.kind == "status":
             error = p.get("error")
             new.append(
@@ -132,6 +134,13 @@ class Transcript:
             new.append(Entry(ev.id, ev.ts, "audit", f"{p.get('action')} {shown}: {p.get('why')}"))
         self.entries.extend(new)
         return new
+
+
+def resumed_line(p: dict[str, object]) -> str:
+    """A rerun of the session's execution as a line: where it runs now, and where before."""
+    after = p.get("after")
+    before = f", after its run on {after} stopped" if after and after != p["executor"] else ""
+    return f"on {p['executor']}{before}"
 
 
 def compaction_line(p: dict[str, object]) -> str:
