@@ -34,6 +34,7 @@ from tests.integration.test_sessions_support import (
     text,
     wait_for,
 )
+from tests.machine_load import stretched_by_load
 
 pytestmark = pytest.mark.fleet
 
@@ -408,8 +409,9 @@ def test_a_first_worker_on_a_fresh_store_serves_the_fleets_queue_at_once(
     finally:
         client.destroy()
         submitter.shutdown()
-    # Up to ~1 s at the manager's next look; at once (a queue poll) from its first.
-    assert claimed_after < 0.5, claimed_after
+    # Up to ~1 s at the manager's next look; at once (a queue poll) from its first. A
+    # loaded machine stretches that too (a suite run claimed after 0.71 s).
+    assert claimed_after < stretched_by_load(0.5), claimed_after
 
 
 def test_a_worker_starts_the_sessions_it_takes_over_at_once(

@@ -5,13 +5,13 @@ the machine does not inflate (bench/tui.py prints the wall-clock figures)."""
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from pathlib import Path
 
 from swarmdeck.catalog.catalog import Catalog
 from tests.conftest import Store
+from tests.machine_load import stretched_by_load
 from tests.ui.pilot_support import Tui, deck, until
 from tests.ui.seed import seed_many
 
@@ -19,10 +19,10 @@ START_UP_GOAL_S = 1.0
 
 
 def start_up_bound() -> float:
-    """The goal in CPU seconds, stretched by the load per core: the suite runs several test
-    processes on few cores, and contended cores (shared caches) make the same work cost
-    more CPU time. bench/tui.py measures the goal itself."""
-    return START_UP_GOAL_S * max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+    """The goal in CPU seconds, stretched by the load (tests/machine_load.py): contended
+    cores (shared caches) make the same work cost more CPU time. bench/tui.py measures the
+    goal itself."""
+    return stretched_by_load(START_UP_GOAL_S)
 
 
 # Pages drawn while paging: within the 1,000 sessions of the baseline, at a screen's height.
