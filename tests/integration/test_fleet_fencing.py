@@ -41,8 +41,8 @@ def test_the_execution_that_claimed_last_writes_and_the_one_before_is_fenced(
     catalog: Catalog,
 ) -> None:
     first, _ = catalog.open_run("s", "worker-a")
-    second = catalog.claim_run("s", "worker-b")  # a takeover
-    assert (first.epoch, second) == (1, 2)
+    second, before = catalog.claim_run("s", "worker-b")  # a takeover
+    assert (first.epoch, second, before) == (1, 2, "worker-a")
     assert catalog.get_session("s").executor == "worker-b"
 
     def stale(fn, *args, **kwargs):

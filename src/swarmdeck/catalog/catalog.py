@@ -260,17 +260,23 @@ class Catalog:
             ).scalar_one()
         return SessionRecord.from_row(row), turns
 
-    def claim_run(self, session_id: str, executor: str) -> int:
+    def claim_run(self, session_id: str, executor: str) -> tuple[int, str | None]:
         """Claim the session for a new execution of its workflow (a rerun: see open_run);
-        returns the new epoch."""
+        returns the new epoch and the executor that held the session until then (read in
+        the same transaction, so a rival claim cannot come between)."""
+        sessions = schema.sessions
         with self.engine.begin() as conn:
+            # Locked on PostgreSQL (SQLite's write transaction holds the store already).
+            before = conn.execute(
+                sa.select(sessions.c.executor).where(sessions.c.id == session_id).with_for_update()
+            ).first()
             epoch = conn.execute(
-                statements.CLAIM_RUN.returning(schema.sessions.c.epoch),
+                statements.CLAIM_RUN.returning(sessions.c.epoch),
                 {"b_session": session_id, "b_executor": executor, "b_ts": time.time()},
             ).scalar()
-        if epoch is None:
+        if before is None or epoch is None:
             raise _no_session(session_id)
-        return int(epoch)
+        return int(epoch), before[0]
 
     def take_handover(self, executor: str, limit: int) -> list[tuple[str, int]]:
         """Claim up to `limit` sessions handed to the fleet (pending, no executor) for this

@@ -179,8 +179,7 @@ def _resume_run(session_id: str, generation: int, executor: str) -> int:
     takeover) and say so in its transcript, where whoever follows it sees the session go on
     elsewhere; returns the new epoch."""
     catalog = services().catalog
-    after = catalog.get_session(session_id).executor
-    epoch = catalog.claim_run(session_id, executor)
+    epoch, after = catalog.claim_run(session_id, executor)
     fence.enter(session_id, epoch)
     payload = {"executor": executor, "after": after, "epoch": epoch}
     catalog.append_event(session_id, f"g{generation}:resumed:{epoch}", RESUMED_KIND, payload)
