@@ -169,6 +169,13 @@ class WorkerRegistry:
             ).all()
         return [r[0] for r in rows]
 
+    def taken_over_since(self, since: float) -> list[WorkerRow]:
+        """Executors taken over since this time (their sessions moved to another worker)."""
+        w = schema.workers.c
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(schema.workers).where(w.recovered_at > since)).all()
+        return [_row(r) for r in rows]
+
     def forget_old(self) -> int:
         """Delete the rows of executors taken over long ago; returns how many."""
         w = schema.workers.c

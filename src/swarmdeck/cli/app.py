@@ -35,6 +35,7 @@ COMMAND_MODULES = {
     "maintain": "maintain",
     "mcp": "mcp",
     "memory": "memory",
+    "portal": "portal",
     "provider": "providers",
     "run": "run",
     "sessions": "sessions",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from typing import Annotated, Any
 
 import typer
@@ -11,47 +10,15 @@ from rich.console import Console
 from rich.table import Table
 
 from swarmdeck.cli.app import app
-from swarmdeck.config import load_settings
 
 
 def fleet_status() -> dict[str, Any]:
     """The live executors (fleet workers and local runs), their sessions, the queue."""
-    from swarmdeck.catalog.supervisors import SupervisorRegistry
-    from swarmdeck.catalog.workers import WorkerRegistry
-    from swarmdeck.cli.sessions import open_catalog
+    from swarmdeck.cli.sessions import open_catalog, worker_registry
+    from swarmdeck.views.fleet_status import fleet_status as read_fleet
 
-    settings = load_settings()
     catalog = open_catalog()
-    registry = WorkerRegistry(catalog.engine, settings.hostname, settings.lease_seconds)
-    running = catalog.running_by_executor()
-    depth, untaken = catalog.queue_depth()
-    now = time.time()
-    workers = [
-        {
-            "hostname": w.hostname,
-            "pid": w.pid,
-            "executor_id": w.executor_id,
-            "role": w.role,
-            "heartbeat_age_s": round(now - w.heartbeat_at, 1),
-            "sessions_running": running.get(w.executor_id, 0),
-        }
-        for w in sorted(registry.alive(), key=lambda w: (w.role != "worker", w.started_at))
-    ]
-    supervisors = [
-        {
-            "supervisor_id": s.supervisor_id,
-            "hostname": s.hostname,
-            "pid": s.pid,
-            "processes": s.processes,
-        }
-        for s in SupervisorRegistry(catalog.engine).rows(live_within_s=settings.lease_seconds * 3)
-    ]
-    return {
-        "workers": workers,
-        "queue_depth": depth,
-        "waiting_for_a_worker": untaken,
-        "supervisors": supervisors,
-    }
+    return read_fleet(catalog, worker_registry(catalog))
 
 
 def print_fleet(console: Console, doc: dict[str, Any]) -> None:
