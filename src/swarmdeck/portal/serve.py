@@ -98,5 +98,8 @@ def serve(state: PortalState, listener: Listener, sock: socket.socket) -> None:
         ssl_certfile=str(listener.tls_cert) if listener.tls_cert else None,
         ssl_keyfile=str(listener.tls_key) if listener.tls_key else None,
         lifespan="on",
+        # Open live streams never end by themselves: on Ctrl-C or SIGTERM they are cut
+        # after a second instead of holding the shutdown forever.
+        timeout_graceful_shutdown=1,
     )
     uvicorn.Server(config).run(sockets=[sock])
