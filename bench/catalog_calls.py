@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
+from quick import parse_with_quick
 
 from swarmdeck.catalog.catalog import Catalog
 
@@ -34,7 +35,7 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--calls", type=int, default=4000)
     p.add_argument("--store", default=None, help="postgresql://... (default: a fresh SQLite file)")
-    return p.parse_args()
+    return parse_with_quick(p, calls=20)
 
 
 def cpu_us(fn: Callable[[int], Any], n: int) -> float:

@@ -37,6 +37,7 @@ from typing import Any
 
 from bare_http import http_turn
 from dbos import DBOS
+from quick import parse_with_quick
 
 GOAL_RATIO = 1.5
 GOAL_MEMORY_MIB = 1024
@@ -60,7 +61,7 @@ def parse_args() -> argparse.Namespace:
         help="skip the bare-DBOS peers (to profile ours); prints no ratio",
     )
     p.add_argument("--bare-child", type=int, default=0, help=argparse.SUPPRESS)
-    return p.parse_args()
+    return parse_with_quick(p, sessions=10, wait=0.2, processes="0,1")
 
 
 @DBOS.workflow(name="bench.sleep_then_step")

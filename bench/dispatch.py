@@ -16,7 +16,8 @@ given a few runs to warm up, takes the session; dispatch only hands it over and 
 Medians over N runs. Goals on the fleet path: startup <= 300 ms, verdict <= 100 ms.
 pilot-workers (PyPI) with its OpenCode engine (npm) is measured against the same fake
 server when it can be installed here; otherwise the bench says why and skips it. Where the
-fleet path's start goes is shown from `python -X importtime`.
+fleet path's start goes is shown from `python -X importtime`. The last line is the fleet
+path's `fleet path: startup X ms, verdict Y ms`; `--quick` skips pilot-workers.
 
     python bench/dispatch.py [--runs N] [--no-peer] [--peer-cache DIR] [--store URL]
 """
@@ -40,6 +41,7 @@ from typing import Any
 
 import yaml
 from child_env import child_env
+from quick import parse_with_quick
 
 from swarmdeck.testing.fake_llm import FakeLLM
 from swarmdeck.testing.script import FakeRequest, Reply, ReplyToolCall
@@ -214,7 +216,7 @@ def bench_ours(
     )
     worker = start_worker(env, workdir)
     try:
-        measure("warm-up", WARMUP_RUNS, fake, recorder, argv, env, workdir, marker)
+        measure("warm-up", min(WARMUP_RUNS, runs), fake, recorder, argv, env, workdir, marker)
         fleet = measure("fleet", runs, fake, recorder, argv, env, workdir, marker)
         fleet["imports"] = import_breakdown(argv("BENCH-x00000"), env, workdir)
     finally:
@@ -420,6 +422,7 @@ def report(ours: list[dict[str, Any]], peer: dict[str, Any] | str) -> None:
         ((k, v) for k, v in imports.items() if k.startswith(" ")), key=lambda kv: -kv[1]
     ):
         print(f"  {name:<46} {seconds:6.3f}")
+    print(f"fleet path: startup {fleet['startup_ms']:.0f} ms, verdict {fleet['verdict_ms']:.0f} ms")
 
 
 def main() -> None:
@@ -433,7 +436,7 @@ def main() -> None:
         default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "swarmdeck-bench",
         help="where pilot-workers and OpenCode are installed once",
     )
-    args = parser.parse_args()
+    args = parse_with_quick(parser, runs=1)
     recorder = Recorder()
     with tempfile.TemporaryDirectory(prefix="sd-bench-") as tmp, FakeLLM(recorder) as fake:
         root = Path(tmp)
@@ -441,7 +444,10 @@ def main() -> None:
         (root / "project" / "app.py").write_text("def main():\n    return 42\n")
         ours = bench_ours(args.runs, fake, recorder, root, args.store)
         peer: dict[str, Any] | str = "skipped (--no-peer)"
-        if not args.no_peer:
+        if args.quick:
+            # Its install (PyPI, npm) and OpenCode's start-up cost half a minute or more.
+            peer = "skipped (--quick: a run without it measures pilot-workers)"
+        elif not args.no_peer:
             try:
                 peer = bench_peer(args.runs, fake, recorder, root, args.peer_cache)
             except Exception as exc:  # the bench reports the peer's failure, never crashes on it

@@ -34,6 +34,7 @@ from collections import Counter
 from pathlib import Path
 
 import yaml
+from quick import parse_with_quick
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -51,15 +52,16 @@ READY_TIMEOUT_S = 120.0
 
 
 class Script:
-    """Each session: wait(WAIT), then answer; counts the turns asked per session."""
+    """Each session: wait(`wait` s), then answer; counts the turns asked per session."""
 
-    def __init__(self) -> None:
+    def __init__(self, wait: float = WAIT) -> None:
+        self.wait = wait
         self.asked: Counter[tuple[str, int]] = Counter()
 
     def __call__(self, request: FakeRequest) -> Reply:
         self.asked[(request.task, request.turn)] += 1
         if request.turn == 0:
-            return Reply(tool_calls=(ReplyToolCall("wait", {"seconds": WAIT}),))
+            return Reply(tool_calls=(ReplyToolCall("wait", {"seconds": self.wait}),))
         return Reply(text="done")
 
 
@@ -160,7 +162,7 @@ class Round:
         """Every session ends, and nothing repeated."""
         wait_until(
             lambda: all(s.status == "completed" for s in self.sessions(ids)),
-            WAIT + READY_TIMEOUT_S,
+            script.wait + READY_TIMEOUT_S,
             "every session to end",
         )
         tasks = {s.id: s.task for s in self.sessions(ids)}
@@ -230,12 +232,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--sessions", type=int, default=100)
-    args = parser.parse_args()
+    parser.add_argument("--wait", type=float, default=WAIT, help="each session's durable wait (s)")
+    # The quick wait still outlasts the spreading of six sessions and the kill under load.
+    args = parse_with_quick(parser, rounds=1, sessions=6, wait=6.0)
     reason = unavailable_reason()
     if reason:
         sys.exit(f"bench/failover.py needs PostgreSQL: {reason}")
     cluster = PgCluster.start()
-    script = Script()
+    script = Script(args.wait)
     takeovers: list[float] = []
     restarts: list[float] = []
     try:

@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from quick import parse_with_quick
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -46,7 +48,7 @@ MODES = ("agent", "code", "explore", "test", "review")
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--iterations", type=int, default=500)
-    return p.parse_args()
+    return parse_with_quick(p, iterations=20)
 
 
 def provider_file(home: Path, url: str, kind: str) -> None:
@@ -85,7 +87,7 @@ async def run_session(kind: str, iterations: int, fake: FakeLLM, workdir: Path) 
         while not host.catalog.get_session(record.id).terminal:
             await asyncio.sleep(0.2)
     finally:
-        host.shutdown()
+        await host.aclose()  # on the loop: shutdown() here leaves the model pools open
     elapsed = time.monotonic() - started
     catalog = host.catalog
     status = catalog.get_session(record.id).status
@@ -144,7 +146,7 @@ def runtime_per_mode(workdir: Path) -> dict[str, dict[str, int]]:
     out = {}
     for mode in MODES:
         record = host.create_session(SessionRequest(TASK, "fake", workdir, mode=mode))
-        prep = steps._prompt(record.id, 0)
+        prep = steps._prompt(record.id, 0, [])
         for label, meter in (("estimate", Meter(None)), ("o200k", Meter(o200k))):
             counts = runtime_tokens(meter, prep["system"], prep["specs"], prep["skills_index"])
             out[f"{mode} ({label})"] = counts

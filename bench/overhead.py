@@ -39,6 +39,7 @@ from typing import Any
 from bare_http import http_turn
 from dbos import DBOS
 from openai import AsyncOpenAI
+from quick import parse_with_quick
 
 MODEL = "bench:scripted"
 
@@ -49,7 +50,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--turns", type=int, default=20)
     p.add_argument("--store", default=None, help="postgresql://... (default: a fresh SQLite file)")
     p.add_argument("--repeat", type=int, default=9, help="rounds of the measurements")
-    return p.parse_args()
+    return parse_with_quick(p, sessions=2, turns=3, repeat=1)
 
 
 def script(turns: int) -> dict:

@@ -16,6 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from quick import parse_with_quick
+
 from swarmdeck.secrets.redact import Redactor
 from swarmdeck.tools.sandbox import SandboxInfo, detect_sandbox, run_command
 
@@ -63,7 +65,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--keys", type=int, default=5)
-    args = parser.parse_args()
+    args = parse_with_quick(parser, runs=3, keys=2)
     os.environ.setdefault("SWARMDECK_HOME", tempfile.mkdtemp())
     workdir, run_dir = Path(tempfile.mkdtemp()), Path(tempfile.mkdtemp())
     bare = _bare(args.runs)

@@ -4,7 +4,8 @@ Runs N sessions in this process on a fresh SQLite store (as bench/concurrency.py
 `--processes 0`) and counts, per session: CPU time of this process, SQL statements and
 commits on the store (SQLAlchemy event hooks on the engine the catalog shares with DBOS),
 DBOS steps (its operation_outputs rows) and LLM requests. The same for bare DBOS's
-N x (sleep + one empty step) in the same run. The figures say where a session's CPU goes.
+N x (sleep + one empty step) in the same run. The figures say where a session's CPU goes;
+the last line is `swarmdeck / bare DBOS, CPU per session: X.XXx`.
 
     python bench/session_cost.py [--sessions 300] [--wait 1]
 """
@@ -24,6 +25,7 @@ import time
 from pathlib import Path
 
 from dbos import DBOS
+from quick import parse_with_quick
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -80,7 +82,8 @@ def report(
     wall: float,
     counter: Counter,
     ops: collections.Counter[str],
-) -> None:
+) -> float:
+    """Print the figures of one run; returns its CPU ms per session (this process)."""
     stmts = sum(counter.statements.values())
     steps = sum(ops.values())
     print(
@@ -92,6 +95,7 @@ def report(
     print("  DBOS operations: " + ", ".join(f"{k} {v / n:.2f}" for k, v in ops.most_common()))
     for shape, count in counter.statements.most_common(25):
         print(f"    {count / n:6.2f}  {shape}")
+    return cpu[0] * 1000 / n
 
 
 def children_cpu() -> float:
@@ -131,7 +135,7 @@ def main() -> None:
         "--recv-poll", type=float, default=None, help="the engine's recv poll (s), to weigh it"
     )
     p.add_argument("--profile", default="", help="write a pyinstrument HTML of ours here")
-    args = p.parse_args()
+    args = parse_with_quick(p, sessions=10, wait=0.2)
     home = Path(tempfile.mkdtemp(prefix="sd-cost-"))
     os.environ["SWARMDECK_HOME"] = str(home)
     from fake_server import bench_provider, fake_llm_process
@@ -174,6 +178,7 @@ def main() -> None:
                 await host.services.close_models()
                 return wall
 
+            per_session: dict[str, float] = {}
             for name, run, wf in (
                 ("bare DBOS (sleep + step)", bare, "bench.cost.sleep_then_step"),
                 ("swarmdeck (create + wait + 2 turns)", ours, "swarmdeck.session"),
@@ -197,9 +202,13 @@ def main() -> None:
                         else profiler.output_text(show_all=False, timeline=False)
                     )
                 counter.on = False
-                report(name, n, cpu, wall, counter, dbos_steps(host.catalog.engine, wf))
+                per_session[name] = report(
+                    name, n, cpu, wall, counter, dbos_steps(host.catalog.engine, wf)
+                )
         finally:
             host.shutdown()
+    bare_cpu, ours_cpu = per_session.values()
+    print(f"swarmdeck / bare DBOS, CPU per session: {ours_cpu / bare_cpu:.2f}x")
 
 
 if __name__ == "__main__":

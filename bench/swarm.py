@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from quick import parse_with_quick
+
 MEMBERS = 4
 MEMBER_TURNS = 3
 LLMCODE_POLL_S = 5.0
@@ -41,7 +43,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--latency", type=float, default=0.5, help="seconds per model reply")
     p.add_argument("--store", default=None, help="postgresql://... (default: a fresh SQLite file)")
-    return p.parse_args()
+    return parse_with_quick(p, runs=1, latency=0.05)
 
 
 def script(latency: float) -> dict:
@@ -192,20 +194,20 @@ def main() -> None:
         swarm = Swarm()
 
         async def measure() -> tuple[list[float], list[float], float, dict]:
-            await our_swarm(swarm, workdir)  # warm-up: SDK imports, first connections
-            ours, bare = [], []
-            doc: dict = {}
-            for _ in range(args.runs):
-                wall, doc = await our_swarm(swarm, workdir)
-                ours.append(wall)
-                bare.append(await bare_swarm(base_url))
-            poll = await bare_swarm(base_url, LLMCODE_POLL_S)
-            return ours, bare, poll, doc
+            # aclose() on the loop the model pools were opened on: close() after
+            # asyncio.run() left them to be reported unclosed.
+            async with swarm:
+                await our_swarm(swarm, workdir)  # warm-up: SDK imports, first connections
+                ours, bare = [], []
+                doc: dict = {}
+                for _ in range(args.runs):
+                    wall, doc = await our_swarm(swarm, workdir)
+                    ours.append(wall)
+                    bare.append(await bare_swarm(base_url))
+                poll = await bare_swarm(base_url, LLMCODE_POLL_S)
+                return ours, bare, poll, doc
 
-        try:
-            ours, bare, poll, doc = asyncio.run(measure())
-        finally:
-            swarm.close()  # type: ignore[attr-defined]
+        ours, bare, poll, doc = asyncio.run(measure())
         cli, cli_swarm = cold_cli(home, workdir)
     wall, bare_wall = statistics.median(ours), statistics.median(bare)
     store = "PostgreSQL" if args.store else "SQLite (WAL, synchronous=NORMAL)"

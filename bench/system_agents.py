@@ -26,6 +26,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 import yaml
+from quick import parse_with_quick
 
 from swarmdeck.catalog import schema
 from swarmdeck.catalog.catalog import Catalog
@@ -43,7 +44,7 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--iterations", type=int, default=1000)
     p.add_argument("--store", default=None, help="postgresql://... (default: a fresh SQLite file)")
-    return p.parse_args()
+    return parse_with_quick(p, iterations=100)
 
 
 class Model:

@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from quick import parse_with_quick
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.ui.seed import seed_many
@@ -146,7 +148,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--idle-seconds", type=float, default=30.0)
     parser.add_argument("--counts", default="1000,10000")
-    args = parser.parse_args()
+    args = parse_with_quick(parser, idle_seconds=1.0, counts="100")
     root = Path(tempfile.mkdtemp(prefix="swarmdeck-bench-tui-"))
     counts = [int(c) for c in args.counts.split(",")]
     load = os.getloadavg()[0]

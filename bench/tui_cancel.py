@@ -17,12 +17,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from quick import parse_with_quick
+
 
 def main() -> None:
     """Print the median of each way to cancel, in seconds."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args()
+    args = parse_with_quick(parser, rounds=1)
     root = Path(tempfile.mkdtemp(prefix="sd-bench-cancel-"))
     home = root / "home"
     home.mkdir(mode=0o700)

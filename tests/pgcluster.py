@@ -17,9 +17,11 @@ import pwd
 import re
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,31 +93,80 @@ def unavailable_reason() -> str | None:
 
 
 OWNER_FILE = "owner.pid"
+# Signals on which a process stops the clusters it started before it ends: pg_ctl starts
+# the server in a session of its own, so neither signal reaches it, and the server would
+# outlive an interrupted run (parent 1) until killed by hand.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-def _pid_running(pid: int) -> bool:
-    """True while a process with this pid exists."""
+def _process_state(pid: int) -> tuple[str, str] | None:
+    """A live process's state letter and start time (clock ticks since boot), from
+    /proc/PID/stat; None when there is no such process."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after its end.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return fields[0], fields[19]
+
+
+def owner_mark(pid: int) -> str:
+    """What OWNER_FILE holds: the pid and its start time, so a reused pid is not the owner."""
+    state = _process_state(pid)
+    return f"{pid} {state[1]}" if state else str(pid)
+
+
+def owner_alive(mark: str) -> bool:
+    """Whether the process an OWNER_FILE names still runs (a zombie or a reused pid does
+    not count)."""
+    pid, _, started = mark.strip().partition(" ")
+    state = _process_state(int(pid))
+    if state is None or state[0] in ("Z", "X"):
         return False
-    except PermissionError:
-        return True
-    return True
+    return not started or state[1] == started
 
 
 def reap_stale_clusters(bin_dir: Path, account: pwd.struct_passwd | None) -> None:
-    """Stop and remove clusters left by test runs that were killed before their teardown."""
+    """Stop and remove clusters left by test runs that died (SIGKILL) before their teardown."""
     places = {tempfile.gettempdir(), "/tmp"}
     for raw in sorted({p for place in places for p in glob.glob(f"{place}/sd-pg-*")}):
         root = Path(raw)
         try:
-            owner = int((root / OWNER_FILE).read_text())
+            alive = owner_alive((root / OWNER_FILE).read_text())
         except (OSError, ValueError):
             continue  # not ours, or still being created
-        if _pid_running(owner):
-            continue
-        PgCluster(bin_dir, root, 0, account).stop()
+        if not alive:
+            PgCluster(bin_dir, root, 0, account).stop()
+
+
+# The clusters this process started and has not stopped, and the handlers of STOP_SIGNALS
+# that were in place before ours (called after the clusters are stopped).
+_live: list[PgCluster] = []
+_previous_handlers: dict[int, signal.Handlers | object] = {}
+
+
+def _stop_live_clusters(signum: int, frame: object) -> None:
+    """Stop this process's clusters, then let the signal do what it did before."""
+    for cluster in list(_live):
+        cluster.stop()
+    previous = _previous_handlers.get(signum, signal.SIG_DFL)
+    if callable(previous):
+        previous(signum, frame)  # SIGINT: KeyboardInterrupt, and pytest's teardown
+    elif previous == signal.SIG_DFL:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+
+def _stop_on_signals() -> None:
+    """Install _stop_live_clusters on STOP_SIGNALS (once; only the main thread can)."""
+    if _previous_handlers or threading.current_thread() is not threading.main_thread():
+        return
+    for signum in STOP_SIGNALS:
+        # Also where the signal was ignored (the process goes on after): xdist's workers
+        # ignore SIGINT, and their controller SIGKILLs them when they do not end in time.
+        _previous_handlers[signum] = signal.getsignal(signum)
+        signal.signal(signum, _stop_live_clusters)
 
 
 def _free_port() -> int:
@@ -163,8 +214,10 @@ class PgCluster:
         # As root, /tmp rather than $TMPDIR: the server's account must reach the directory.
         root = Path(tempfile.mkdtemp(prefix="sd-pg-", dir="/tmp" if account else None))
         cluster = cls(bin_dir, root, 0, account)
+        _stop_on_signals()
+        _live.append(cluster)
         try:
-            (root / OWNER_FILE).write_text(str(os.getpid()))
+            (root / OWNER_FILE).write_text(owner_mark(os.getpid()))
             if account is not None:
                 os.chown(root, account.pw_uid, account.pw_gid)
             (root / "sock").mkdir()
@@ -239,8 +292,17 @@ class PgCluster:
         if self._stopped:
             return
         self._stopped = True
-        if (self.data_dir / "postmaster.pid").exists():
+        _live[:] = [cluster for cluster in _live if cluster is not self]
+        try:
+            server = int((self.data_dir / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            server = None
+        if server is not None:
             self._pg("pg_ctl", "stop", "-D", str(self.data_dir), "-m", "immediate", check=False)
+            # pg_ctl returns once the pid file is gone, a moment before the server is.
+            deadline = time.monotonic() + START_TIMEOUT_SECONDS
+            while owner_alive(str(server)) and time.monotonic() < deadline:
+                time.sleep(0.01)
         shutil.rmtree(self.root, ignore_errors=True)
 
     def _pg(self, tool: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -22,6 +22,7 @@ import pytest
 
 from swarmdeck.testing.fake_llm import FakeLLM
 from swarmdeck.testing.script import FakeRequest, Reply, ReplyToolCall
+from tests.machine_load import stretched_by_load
 
 TOOL_TURNS: dict[str, Any] = {
     "scenarios": [
@@ -598,11 +599,11 @@ async def test_concurrent_requests_are_counted(fake_llm: FakeLLM) -> None:
     fake_llm.set_script(one_turn(text="ok"))
     fake_llm.latency = 0.3
     client = oai(fake_llm)
-    started = time.monotonic()
     await asyncio.gather(
         *(client.chat.completions.create(model="m", messages=[user(f"t{i}")]) for i in range(5))
     )
-    assert time.monotonic() - started < 1.0
+    # All five in flight at once is the proof they were served side by side; a bound on
+    # the wall time (once 1 s, against 1.5 s in a row) only measured the machine's load.
     assert fake_llm.max_concurrent == 5
     # The client has its replies before the server's handlers have returned: let them end.
     deadline = time.monotonic() + 5
@@ -619,7 +620,8 @@ async def test_stop_is_prompt_even_with_a_slow_answer_in_flight(frontend: Any) -
     await asyncio.sleep(0.1)
     started = time.monotonic()
     await asyncio.to_thread(fake.stop)
-    assert time.monotonic() - started < 1.0
+    # Well before the 10 s answer, however loaded the machine.
+    assert time.monotonic() - started < min(stretched_by_load(1.0), 5.0)
     with pytest.raises(openai.APIConnectionError):
         await pending
 

@@ -28,6 +28,7 @@ from tests.integration.test_sessions_support import (
     text,
     wait_for,
 )
+from tests.machine_load import stretched_by_load
 
 pytestmark = pytest.mark.fleet
 
@@ -54,7 +55,8 @@ def test_workers_lists_the_fleet_its_sessions_and_the_queue(
         worker.executor_id,
         worker.proc.pid,
     )
-    assert row["sessions_running"] == 1 and 0 <= row["heartbeat_age_s"] < 3
+    assert row["sessions_running"] == 1
+    assert 0 <= row["heartbeat_age_s"] < stretched_by_load(3)
     assert (doc["queue_depth"], doc["waiting_for_a_worker"]) == (0, 0)
 
     table = run_cli(sd_home, "workers")

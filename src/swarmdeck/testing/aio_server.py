@@ -12,23 +12,11 @@ import contextlib
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING
 
 from swarmdeck.testing.answer import HttpError, bad_request
-from swarmdeck.testing.exchange import (
-    Close,
-    Hangup,
-    Pause,
-    Send,
-    body_length,
-    chunk_size,
-    exchange,
-    is_chunked,
-    protocol_error,
-)
-
-if TYPE_CHECKING:
-    from swarmdeck.testing.fake_llm import FakeLLM
+from swarmdeck.testing.backend import Backend
+from swarmdeck.testing.exchange import Close, Hangup, Pause, Send, exchange, protocol_error
+from swarmdeck.testing.framing import body_length, chunk_size, is_chunked
 
 # As the threaded front end: long enough for any sane head, and a connection idle this long
 # is closed rather than held forever.
@@ -44,7 +32,7 @@ class _Malformed(Exception):
 class AsyncServer:
     """Serves a FakeLLM's exchanges on a listening socket from an event loop in a thread."""
 
-    def __init__(self, address: tuple[str, int], fake: FakeLLM) -> None:
+    def __init__(self, address: tuple[str, int], fake: Backend) -> None:
         self.fake = fake
         # Bound here so that a busy port fails start() at once, as the threaded one does.
         self.socket = socket.create_server(address, backlog=BACKLOG)

@@ -10,14 +10,8 @@ from http import HTTPStatus
 from typing import Any
 
 from swarmdeck.testing.prompt_cache import CacheUse
-from swarmdeck.testing.script import (
-    Api,
-    FakeRequest,
-    Reply,
-    ReplyUsage,
-    break_json,
-    effective_usage,
-)
+from swarmdeck.testing.reply import Reply, ReplyUsage, break_json, effective_usage
+from swarmdeck.testing.request import Api, FakeRequest
 
 # A fixed creation time keeps whole responses deterministic.
 CREATED = 1_700_000_000
@@ -42,6 +36,8 @@ class HttpError(Exception):
         self.retry_after = retry_after
 
 
+# Alike models.types.ToolCall on purpose: the fake stands for the vendor, so it shares no
+# type with the client whose parsing it tests.
 @dataclass(frozen=True)
 class WireCall:
     """A tool call ready for the wire."""

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from swarmdeck.testing.answer import Answer, HttpError, bad_request, check_common, thirds, words
-from swarmdeck.testing.script import FakeRequest
+from swarmdeck.testing.request import FakeRequest
 
 _ANTHROPIC_ERRORS: dict[int, str] = {
     400: "invalid_request_error",
@@ -158,39 +158,20 @@ def message(answer: Answer) -> dict[str, Any]:
 
 def _anthropic_block_events(answer: Answer) -> list[dict[str, Any]]:
     """content_block_start / delta / stop events for every block."""
-    events: list[dict[str, Any]] = []
-    index = 0
+    blocks: list[tuple[dict[str, Any], str, str, list[str]]] = []
     if _anthropic_has_text(answer):
-        events.append(
-            {
-                "type": "content_block_start",
-                "index": index,
-                "content_block": {"type": "text", "text": ""},
-            }
-        )
-        events += [
-            {
-                "type": "content_block_delta",
-                "index": index,
-                "delta": {"type": "text_delta", "text": piece},
-            }
-            for piece in words(answer.text)
-        ]
-        events.append({"type": "content_block_stop", "index": index})
-        index += 1
+        blocks.append(({"type": "text", "text": ""}, "text_delta", "text", words(answer.text)))
     for call in answer.calls:
         block = {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}
+        blocks.append((block, "input_json_delta", "partial_json", thirds(call.arguments)))
+    events: list[dict[str, Any]] = []
+    for index, (block, delta_type, field, pieces) in enumerate(blocks):
         events.append({"type": "content_block_start", "index": index, "content_block": block})
         events += [
-            {
-                "type": "content_block_delta",
-                "index": index,
-                "delta": {"type": "input_json_delta", "partial_json": piece},
-            }
-            for piece in thirds(call.arguments)
+            {"type": "content_block_delta", "index": index, "delta": {"type": delta_type, field: p}}
+            for p in pieces
         ]
         events.append({"type": "content_block_stop", "index": index})
-        index += 1
     return events
 
 

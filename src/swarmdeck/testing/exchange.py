@@ -12,19 +12,17 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from email.utils import formatdate
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 from swarmdeck.testing import anthropic_wire, openai_wire
 from swarmdeck.testing.answer import CREATED, Answer, HttpError, bad_request, build_answer, phrase
+from swarmdeck.testing.backend import Backend, RecordedRequest
 from swarmdeck.testing.prompt_cache import prompt_tokens
-from swarmdeck.testing.script import Api, FakeRequest, Fault
-
-if TYPE_CHECKING:
-    from swarmdeck.testing.fake_llm import FakeLLM
+from swarmdeck.testing.reply import Fault
+from swarmdeck.testing.request import Api, FakeRequest
 
 FAKE_MODELS = ("fake-model",)
-MAX_BODY_BYTES = 32 * 1024 * 1024
 SERVER_NAME = "swarmdeck-fake-llm"
 
 _DEFAULT_MESSAGES: dict[int, str] = {
@@ -34,17 +32,6 @@ _DEFAULT_MESSAGES: dict[int, str] = {
     500: "internal server error",
 }
 _ROUTES = {"/v1/chat/completions": "POST", "/v1/messages": "POST", "/v1/models": "GET"}
-
-
-@dataclass(frozen=True)
-class RecordedRequest:
-    """One request as the server saw it (header names lower-cased; body None if not JSON)."""
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
-    timestamp: float
 
 
 @dataclass(frozen=True)
@@ -112,35 +99,8 @@ def models_list() -> dict[str, Any]:
     }
 
 
-def body_length(headers: Mapping[str, str]) -> int:
-    """The Content-Length a request announces (0 if none); 400 or 413 if it is unusable."""
-    try:
-        length = int(headers.get("content-length") or 0)
-    except ValueError:
-        raise bad_request("invalid Content-Length header") from None
-    if length < 0 or length > MAX_BODY_BYTES:
-        raise HttpError(413, "request body too large")
-    return length
-
-
-def is_chunked(headers: Mapping[str, str]) -> bool:
-    """Whether the request body comes in chunked encoding."""
-    return "chunked" in headers.get("transfer-encoding", "").lower()
-
-
-def chunk_size(line: bytes, read_so_far: int) -> int:
-    """The size on a chunk's header line; 400 if malformed, 413 if the body grows too big."""
-    try:
-        size = int(line.split(b";")[0].strip(), 16)
-    except ValueError:
-        raise bad_request("malformed chunked request body") from None
-    if size < 0 or read_so_far + size > MAX_BODY_BYTES:
-        raise HttpError(413, "request body too large")
-    return size
-
-
 def _head(
-    fake: FakeLLM, status: int, content_type: str, extra: Iterable[tuple[str, str]] = ()
+    fake: Backend, status: int, content_type: str, extra: Iterable[tuple[str, str]] = ()
 ) -> bytes:
     """Status line and the headers every answer has, ending the header block."""
     request_id = fake._next_request_id()
@@ -157,7 +117,7 @@ def _head(
 
 
 def json_answer(
-    fake: FakeLLM, status: int, payload: Any, extra: Iterable[tuple[str, str]] = ()
+    fake: Backend, status: int, payload: Any, extra: Iterable[tuple[str, str]] = ()
 ) -> bytes:
     """A whole JSON answer: head and body."""
     data = json.dumps(payload).encode()
@@ -165,7 +125,7 @@ def json_answer(
     return head + data
 
 
-def protocol_error(fake: FakeLLM, status: int, message: str | None = None) -> bytes:
+def protocol_error(fake: Backend, status: int, message: str | None = None) -> bytes:
     """The answer to a request that is not HTTP we can parse (it ends the connection)."""
     payload = error_body("openai", status, message or phrase(status))
     return json_answer(fake, status, payload, [("Connection", "close")])
@@ -179,7 +139,7 @@ def _fault_error(fault: Fault) -> HttpError:
 
 
 def exchange(
-    fake: FakeLLM,
+    fake: Backend,
     method: str,
     target: str,
     headers: Mapping[str, str],
@@ -214,7 +174,7 @@ def exchange(
 
 
 def _parse(
-    fake: FakeLLM, method: str, path: str, headers: Mapping[str, str], raw: bytes, arrived: float
+    fake: Backend, method: str, path: str, headers: Mapping[str, str], raw: bytes, arrived: float
 ) -> Any:
     """Record the request, then parse its JSON body (400 if it is not JSON)."""
     parsed: Any = None
@@ -230,7 +190,7 @@ def _parse(
     return parsed
 
 
-def _route(fake: FakeLLM, method: str, path: str, api: Api, body: Any) -> Iterator[Step]:
+def _route(fake: Backend, method: str, path: str, api: Api, body: Any) -> Iterator[Step]:
     """Dispatch by path and method."""
     if path not in _ROUTES:
         raise HttpError(404, f"no such endpoint: {method} {path}")
@@ -242,7 +202,7 @@ def _route(fake: FakeLLM, method: str, path: str, api: Api, body: Any) -> Iterat
         yield from _chat(fake, api, body)
 
 
-def _chat(fake: FakeLLM, api: Api, body: Any) -> Iterator[Step]:
+def _chat(fake: Backend, api: Api, body: Any) -> Iterator[Step]:
     """Answer a chat request from the script."""
     wire = openai_wire if api == "openai" else anthropic_wire
     request = wire.validate(body, fake.quirks)
@@ -264,7 +224,7 @@ def _chat(fake: FakeLLM, api: Api, body: Any) -> Iterator[Step]:
     yield from _answer(fake, api, answer, request, fault or Fault(), reply.chunk_delay)
 
 
-def _check_window(fake: FakeLLM, api: Api, request: FakeRequest) -> Iterator[Step]:
+def _check_window(fake: Backend, api: Api, request: FakeRequest) -> Iterator[Step]:
     """Refuse a prompt that, with the output it asks room for, is over the model's window:
     with the vendor's 400, or (llama.cpp) a 200 whose stream is empty."""
     window, style = fake.window()
@@ -284,7 +244,7 @@ def _check_window(fake: FakeLLM, api: Api, request: FakeRequest) -> Iterator[Ste
 
 
 def _answer(
-    fake: FakeLLM, api: Api, answer: Answer, request: FakeRequest, fault: Fault, gap: float
+    fake: Backend, api: Api, answer: Answer, request: FakeRequest, fault: Fault, gap: float
 ) -> Iterator[Step]:
     """The answer as JSON or as the vendor's event stream, as the fault has it."""
     cut = fault.cut_stream
@@ -312,7 +272,7 @@ def _answer(
 
 
 def _sse(
-    fake: FakeLLM, events: list[str], *, cut: bool = False, gap: float = 0.0
+    fake: Backend, events: list[str], *, cut: bool = False, gap: float = 0.0
 ) -> Iterator[Step]:
     """An event stream in chunked encoding, `gap` seconds between events; `cut` stops
     half-way without the final chunk. Events with no gap between them leave in one write:
@@ -341,7 +301,7 @@ def _sse(
     yield Send(b"".join(pending))
 
 
-def _error(fake: FakeLLM, api: Api, error: HttpError, started: bool) -> Iterator[Step]:
+def _error(fake: Backend, api: Api, error: HttpError, started: bool) -> Iterator[Step]:
     """An error in the vendor's shape, unless an answer was already under way."""
     if started:
         yield Hangup()

@@ -17,21 +17,20 @@ import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from types import FrameType, TracebackType
+from types import FrameType
 from typing import Any, Literal, Self
 
 from swarmdeck.errors import UsageError
 from swarmdeck.testing.aio_server import AsyncServer
 from swarmdeck.testing.answer import HttpError, bad_request
-from swarmdeck.testing.exchange import RecordedRequest
+from swarmdeck.testing.backend import RecordedRequest
 from swarmdeck.testing.http_server import Server
 from swarmdeck.testing.prompt_cache import DEFAULT_MIN_CACHED_TOKENS, PromptCache
+from swarmdeck.testing.reply import FaultCounter, Reply
+from swarmdeck.testing.request import FakeRequest
 from swarmdeck.testing.script import (
-    FakeRequest,
-    FaultCounter,
     NoScenarioMatches,
     OverflowStyle,
-    Reply,
     Script,
     ScriptFn,
     ScriptSource,
@@ -144,12 +143,7 @@ class FakeLLM:
     def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
     # -- addresses --

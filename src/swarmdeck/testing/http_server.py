@@ -9,24 +9,20 @@ import contextlib
 import socket
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from swarmdeck.testing.answer import HttpError
+from swarmdeck.testing.backend import Backend
 from swarmdeck.testing.exchange import (
     SERVER_NAME,
     Close,
     Hangup,
     Pause,
     Send,
-    body_length,
-    chunk_size,
     exchange,
-    is_chunked,
     protocol_error,
 )
-
-if TYPE_CHECKING:
-    from swarmdeck.testing.fake_llm import FakeLLM
+from swarmdeck.testing.framing import body_length, chunk_size, is_chunked
 
 
 class Server(ThreadingHTTPServer):
@@ -38,7 +34,7 @@ class Server(ThreadingHTTPServer):
     # the client a second or more.
     request_queue_size = 2048
 
-    def __init__(self, address: tuple[str, int], fake: FakeLLM) -> None:
+    def __init__(self, address: tuple[str, int], fake: Backend) -> None:
         self.fake = fake
         super().__init__(address, _Handler)
 

@@ -15,7 +15,7 @@ from swarmdeck.testing.answer import (
     thirds,
     words,
 )
-from swarmdeck.testing.script import FakeRequest
+from swarmdeck.testing.request import FakeRequest
 
 _OPENAI_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 _OPENAI_ERRORS: dict[int, tuple[str, str | None]] = {

@@ -23,10 +23,9 @@ import json
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from swarmdeck.testing.script import Api
+from swarmdeck.testing.request import Api
 
 CHARS_PER_TOKEN = 4
 DEFAULT_MIN_CACHED_TOKENS = 1024

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -14,9 +11,48 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from swarmdeck.errors import SwarmdeckError
-from swarmdeck.testing.prompt_cache import CacheUse, prompt_tokens
 
-Api = Literal["openai", "anthropic"]
+# The request and reply types live apart from the script (request.py reads the wire formats,
+# reply.py is what the server answers with); they are imported from here by users' tests.
+from swarmdeck.testing.reply import (
+    Fault,
+    FaultCounter,
+    Reply,
+    ReplyToolCall,
+    ReplyUsage,
+    break_json,
+    effective_usage,
+)
+from swarmdeck.testing.request import Api, FakeRequest, conversation_key
+
+__all__ = [
+    "EXHAUSTED_TEXT",
+    "TOOL_RESULT_PLACEHOLDER_CHARS",
+    "Api",
+    "FakeRequest",
+    "Fault",
+    "FaultCounter",
+    "FaultSpec",
+    "NoScenarioMatches",
+    "OverflowStyle",
+    "Reply",
+    "ReplyToolCall",
+    "ReplyUsage",
+    "ScenarioSpec",
+    "Script",
+    "ScriptError",
+    "ScriptFile",
+    "ScriptFn",
+    "ScriptSource",
+    "ToolCallSpec",
+    "TurnSpec",
+    "UsageSpec",
+    "as_script_fn",
+    "break_json",
+    "conversation_key",
+    "effective_usage",
+    "render_placeholders",
+]
 
 EXHAUSTED_TEXT = "(script exhausted)"
 # Long tool outputs would make scripted answers unreadable; the placeholder keeps a prefix.
@@ -109,159 +145,6 @@ class ScriptFile(_Strict):
     scenarios: list[ScenarioSpec] = Field(default_factory=list)
     context_tokens: int | None = Field(default=None, gt=0)
     overflow: OverflowStyle = "vendor"
-
-
-# --- plain data used inside the server -----------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ReplyUsage:
-    """Token counts of a reply; None means "derive" (input/output) or "omit" (the rest)."""
-
-    input: int | None = None
-    output: int | None = None
-    reasoning: int | None = None
-    cache_read: int | None = None
-    cache_write: int | None = None
-
-
-@dataclass(frozen=True)
-class Fault:
-    """A failure to inject; `times=None` means every time."""
-
-    status: int | None = None
-    retry_after: float | None = None
-    times: int | None = None
-    body: dict[str, Any] | None = None
-    cut_stream: bool = False
-    malformed_arguments: bool = False
-    ignore_stream: bool = False
-    empty_stream: bool = False
-    omit_usage: bool = False
-
-
-@dataclass(frozen=True)
-class ReplyToolCall:
-    """A tool call to answer with; a str `arguments` is sent verbatim."""
-
-    name: str
-    arguments: str | Mapping[str, Any] = field(default_factory=dict)
-
-    def arguments_text(self) -> str:
-        """The arguments as the JSON text a model would emit."""
-        if isinstance(self.arguments, str):
-            return self.arguments
-        return json.dumps(self.arguments, ensure_ascii=False)
-
-
-@dataclass(frozen=True)
-class Reply:
-    """What the fake model answers to one request."""
-
-    text: str = ""
-    tool_calls: tuple[ReplyToolCall, ...] = ()
-    reasoning: str | None = None
-    usage: ReplyUsage | None = None
-    delay: float = 0.0
-    chunk_delay: float = 0.0
-    fault: Fault | None = None
-
-
-@dataclass(frozen=True)
-class FakeRequest:
-    """A chat request reduced to what scripts look at."""
-
-    api: Api
-    model: str
-    messages: tuple[Mapping[str, Any], ...]
-    body: Mapping[str, Any]
-    stream: bool
-    task: str
-    turn: int
-    last_tool_result: str
-    conversation_key: str
-
-    @classmethod
-    def from_body(cls, api: Api, body: Mapping[str, Any]) -> FakeRequest:
-        """Build from a request body already checked for shape by the server."""
-        messages = tuple(m for m in body.get("messages", []) if isinstance(m, Mapping))
-        if api == "openai":
-            task = _first_user_text(messages, _openai_text)
-            last_result = _openai_last_tool_result(messages)
-        else:
-            task = _first_user_text(messages, _anthropic_text)
-            last_result = _anthropic_last_tool_result(messages)
-        return cls(
-            api=api,
-            model=str(body.get("model", "")),
-            messages=messages,
-            body=body,
-            stream=body.get("stream") is True,
-            task=task,
-            turn=sum(1 for m in messages if m.get("role") == "assistant"),
-            last_tool_result=last_result,
-            conversation_key=conversation_key(messages),
-        )
-
-
-def conversation_key(messages: tuple[Mapping[str, Any], ...] | list[Any]) -> str:
-    """A stable hash of the messages, so fault counters are per conversation state."""
-    canonical = json.dumps(list(messages), sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def _openai_text(content: Any) -> str:
-    """Text of an OpenAI message content: a string or a list of parts."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            str(p.get("text", ""))
-            for p in content
-            if isinstance(p, Mapping) and p.get("type") == "text"
-        )
-    return ""
-
-
-def _anthropic_text(content: Any) -> str:
-    """Text of an Anthropic message content: a string or a list of blocks."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            str(b.get("text", ""))
-            for b in content
-            if isinstance(b, Mapping) and b.get("type") == "text"
-        )
-    return ""
-
-
-def _first_user_text(messages: tuple[Mapping[str, Any], ...], text_of: Callable[[Any], str]) -> str:
-    """The first user message's text (the agent's task)."""
-    for message in messages:
-        if message.get("role") == "user":
-            return text_of(message.get("content"))
-    return ""
-
-
-def _openai_last_tool_result(messages: tuple[Mapping[str, Any], ...]) -> str:
-    """Content of the last `role: tool` message."""
-    for message in reversed(messages):
-        if message.get("role") == "tool":
-            return _openai_text(message.get("content"))
-    return ""
-
-
-def _anthropic_last_tool_result(messages: tuple[Mapping[str, Any], ...]) -> str:
-    """Content of the last `tool_result` block."""
-    for message in reversed(messages):
-        content = message.get("content")
-        if not isinstance(content, list):
-            continue
-        for block in reversed(content):
-            if isinstance(block, Mapping) and block.get("type") == "tool_result":
-                return _anthropic_text(block.get("content"))
-    return ""
 
 
 # --- choosing a reply ----------------------------------------------------------------------
@@ -425,80 +308,3 @@ def as_script_fn(source: ScriptSource) -> ScriptFn:
     if callable(source):
         return source
     raise TypeError(f"cannot use {type(source).__name__} as a fake LLM script")
-
-
-# --- derived values --------------------------------------------------------------------------
-
-
-def _estimate_tokens(chars: int) -> int:
-    """The deterministic stand-in for a tokenizer: a token per 4 characters, at least 1."""
-    return max(1, chars // 4)
-
-
-def effective_usage(
-    reply: Reply, request: FakeRequest, cache: CacheUse | None = None
-) -> ReplyUsage:
-    """Scripted counts, with unset ones derived: output (and reasoning, if any) from the
-    answer's length, input from the prompt's weight and what the cache served of it (in
-    the vendor's terms: OpenAI's prompt count holds the cached tokens, Anthropic's input
-    count does not)."""
-    given = reply.usage or ReplyUsage()
-    reasoning = given.reasoning
-    if reasoning is None and reply.usage is None and reply.reasoning:
-        reasoning = _estimate_tokens(len(reply.reasoning))
-    output = given.output
-    if output is None:
-        chars = len(reply.text) + sum(
-            len(c.name) + len(c.arguments_text()) for c in reply.tool_calls
-        )
-        # Like OpenAI's completion_tokens, the output count includes reasoning.
-        output = _estimate_tokens(chars) + (reasoning or 0)
-    if cache is None:
-        cache = CacheUse(max(1, prompt_tokens(request.api, request.body)))
-    if given.input is not None:
-        return ReplyUsage(given.input, output, reasoning, given.cache_read, given.cache_write)
-    cache_read = given.cache_read if given.cache_read is not None else (cache.read or None)
-    cache_write = given.cache_write if given.cache_write is not None else (cache.written or None)
-    if request.api == "openai":
-        return ReplyUsage(cache.total, output, reasoning, cache_read, cache_write)
-    uncached = cache.total - (cache_read or 0) - (cache_write or 0)
-    return ReplyUsage(max(0, uncached), output, reasoning, cache_read, cache_write)
-
-
-def break_json(text: str) -> str:
-    """Arguments text that no JSON parser accepts (a model cut off mid-object)."""
-    if not text:
-        return "{"
-    broken = text[:-1] if len(text) > 1 else text
-    try:
-        json.loads(broken)
-    except ValueError:
-        return broken
-    return broken + "{"
-
-
-class FaultCounter:
-    """Counts how often a `times`-limited fault fired, per conversation and turn."""
-
-    def __init__(self) -> None:
-        self._hits: dict[tuple[int, str], int] = {}
-        self._lock = threading.Lock()
-
-    def fires(self, fault: Fault, request: FakeRequest) -> bool:
-        """Whether the fault applies to this request; counts it if it does."""
-        if fault.times is None:
-            return True
-        # The messages hash pins scenario and turn, so a client retry of the same
-        # request hits the same counter while other conversations are unaffected.
-        key = (request.turn, request.conversation_key)
-        with self._lock:
-            hits = self._hits.get(key, 0)
-            if hits >= fault.times:
-                return False
-            self._hits[key] = hits + 1
-            return True
-
-    def reset(self) -> None:
-        """Forget all counts."""
-        with self._lock:
-            self._hits.clear()
