@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from quick import parse_with_quick
 from tests.ui.seed import seed_many
 
 from swarmdeck.catalog.catalog import Catalog
@@ -177,11 +178,11 @@ def idle_share(server: Server, ids: list[str], streams: int, seconds: float) -> 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=10_000)
-    parser.add_argument("--quick", action="store_true", help="500 sessions, short rounds")
-    args = parser.parse_args()
-    count, rounds, streams, idle_s = args.sessions, 20, 50, 10.0
-    if args.quick:
-        count, rounds, streams, idle_s = 500, 5, 10, 2.0
+    parser.add_argument("--rounds", type=int, default=20, help="page loads and events timed")
+    parser.add_argument("--streams", type=int, default=50, help="pages open at idle")
+    parser.add_argument("--idle-seconds", type=float, default=10.0)
+    args = parse_with_quick(parser, sessions=500, rounds=5, streams=10, idle_seconds=2.0)
+    count, rounds, streams, idle_s = args.sessions, args.rounds, args.streams, args.idle_seconds
     with tempfile.TemporaryDirectory(prefix="sd-bench-portal-") as tmp:
         home = Path(tmp) / "home"
         home.mkdir(mode=0o700)

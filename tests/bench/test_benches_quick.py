@@ -33,6 +33,7 @@ CLOSING_LINES = {
     # Tracing's cost is a difference of two timings: noise can make it negative.
     "overhead": rf"with tracing on \(SDK, in-memory exporter\) +[+-]{NUMBER} ms/turn",
     "sandbox": rf"redact 10 KB: .* \({NUMBER}x\)",
+    "portal": rf"portal: first page \d+ ms, event \d+ ms, idle {NUMBER} %",
     "session_cost": rf"swarmdeck / bare DBOS, CPU per session: {NUMBER}x",
     "swarm": rf"swarm / critical path: {NUMBER}",
     "system_agents": rf"ratios \d+/10: RSS {NUMBER} .*, engine steps {NUMBER}",

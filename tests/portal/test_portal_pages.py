@@ -1,16 +1,14 @@
 """The portal's pages over real HTTP: the session tree paged and filtered on a large
-store, deep links by prefix, the fleet page's figures, and the bench's quick run."""
+store, deep links by prefix, the fleet page's figures (tests/bench runs bench/portal.py)."""
 
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 from swarmdeck.catalog.catalog import Catalog
 from swarmdeck.views.fleet_status import midnight
-from tests.conftest import Store, cli_env
+from tests.conftest import Store
 from tests.portal.portal_support import Client, running_portal
 from tests.ui.seed import seed_fleet, seed_many
 
@@ -75,17 +73,3 @@ def test_the_fleet_page_shows_the_queue_and_todays_spend(sd_home: Path, tmp_path
         assert f'<td>fake:scripted</td><td class="n">{today["turns"]}</td>' in page
         assert f">{all_input:,}<" in page and f">{today['output']:,}<" in page
         assert "need you" in page
-
-
-def test_the_bench_runs_quick_and_prints_its_closing_line() -> None:
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "portal.py"), "--quick"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=cli_env(ROOT),
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    last = proc.stdout.strip().splitlines()[-1]
-    assert re.fullmatch(r"portal: first page \d+ ms, event \d+ ms, idle \d+\.\d %", last), last
-    assert "Warning" not in proc.stderr and "Traceback" not in proc.stderr
