@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from swarmdeck.catalog import catalog as catalog_module
 from swarmdeck.catalog import schema
-from swarmdeck.catalog import store_base as catalog_module
 from swarmdeck.catalog.catalog import Catalog, WriteWouldWait
 from swarmdeck.catalog.db import create_db_engine
 from swarmdeck.catalog.records import InboxPost

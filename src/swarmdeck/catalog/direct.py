@@ -20,7 +20,6 @@ from typing import Any
 from swarmdeck.catalog.liveness import WorkerRow
 from swarmdeck.catalog.nul_text import SESSION_TEXT_COLUMNS, escape_nul, unescape_nul
 from swarmdeck.catalog.records import EventRecord, SessionRecord, UsageTotals
-from swarmdeck.catalog.store_base import identity
 from swarmdeck.errors import NotFoundError
 
 HANDOVER_CHANNEL = "swarmdeck_handover"
@@ -31,10 +30,14 @@ _WORKER_COLUMNS = (
 _NAMED = re.compile(r":(\w+)")
 
 
+def _identity(text: str) -> str:
+    return text
+
+
 class DirectCatalog:
     """A connection to the store for one process that hands sessions to the fleet."""
 
-    def __init__(self, store_url: str, redact: Callable[[str], str] = identity) -> None:
+    def __init__(self, store_url: str, redact: Callable[[str], str] = _identity) -> None:
         self.store_url = store_url
         self.redact = redact
         self.is_sqlite = store_url.startswith("sqlite")
@@ -42,7 +45,7 @@ class DirectCatalog:
 
     @classmethod
     def open_existing(
-        cls, store_url: str, redact: Callable[[str], str] = identity
+        cls, store_url: str, redact: Callable[[str], str] = _identity
     ) -> DirectCatalog | None:
         """A client for a store that exists; None for a SQLite file not made yet (no
         fleet can serve a store that does not exist)."""
