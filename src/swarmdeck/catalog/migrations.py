@@ -12,8 +12,6 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
-# Imported for its tables, which join `metadata`.
-from swarmdeck.catalog import blackboard  # noqa: F401
 from swarmdeck.catalog.schema import metadata
 
 PREFIX = "sd_"
@@ -95,10 +93,3 @@ def _raced(exc: Exception, message: str) -> bool:
         or "pg_class_relname_nsp_index" in text
         or "pg_attribute_relid_attnam_index" in text
     )
-
-
-def create_all(engine: sa.Engine) -> None:
-    """Create missing tables and add missing columns (idempotent; safe when several
-    processes start at once)."""
-    metadata.create_all(engine, checkfirst=True)
-    add_missing_columns(engine)
