@@ -13,7 +13,7 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
-from swarmdeck.catalog import fence, schema, statements
+from swarmdeck.catalog import fence, migrations, schema, statements
 from swarmdeck.catalog.blackboard import delete_scopes_of
 from swarmdeck.catalog.db import create_db_engine, is_store_failure, store_error
 from swarmdeck.catalog.fence import Fenced
@@ -99,7 +99,7 @@ class Catalog:
             engine = create_db_engine(store_url)
             for attempt in range(5):
                 try:
-                    schema.create_all(engine)
+                    migrations.create_all(engine)
                     break
                 except (IntegrityError, ProgrammingError, OperationalError):
                     # Two processes creating tables at once: the loser retries and finds them.

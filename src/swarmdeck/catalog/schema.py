@@ -194,13 +194,3 @@ system_agents = sa.Table(
     sa.Column("restarted_at", sa.Float, nullable=False, default=0.0),
     sa.Column("updated_at", sa.Float, nullable=False),
 )
-
-
-def create_all(engine: sa.Engine) -> None:
-    """Create missing tables and add missing columns (idempotent; safe when several
-    processes start at once)."""
-    from swarmdeck.catalog import blackboard  # noqa: F401  (its tables join `metadata`)
-    from swarmdeck.catalog.migrations import add_missing_columns
-
-    metadata.create_all(engine, checkfirst=True)
-    add_missing_columns(engine)
