@@ -30,6 +30,7 @@ class UsageTables(StoreAccess):
         cost_usd: float | None,
     ) -> None:
         """Store one turn's usage; a rerun of the same turn leaves the first row."""
+        # Alike in shape to put_artifact's insert (artifacts.py): two tables' own columns.
         try:
             with self.engine.begin() as conn:
                 conn.execute(
