@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from swarmdeck.catalog import catalog as catalog_module
+from swarmdeck.catalog import access as catalog_access
 from swarmdeck.catalog import schema
 from swarmdeck.catalog.catalog import Catalog, WriteWouldWait
 from swarmdeck.catalog.db import create_db_engine
@@ -402,7 +402,7 @@ def test_a_no_wait_append_gives_way_to_a_writer_and_writes_nothing(
     url = f"sqlite:///{tmp_path / 'store.sqlite'}"
     catalog = Catalog.open(url)
     new_session(catalog, "s")
-    monkeypatch.setattr(catalog_module, "NO_WAIT_PAUSE_S", 0.2)
+    monkeypatch.setattr(catalog_access, "NO_WAIT_PAUSE_S", 0.2)
     with hold_write_lock(url):
         started = time.monotonic()
         with pytest.raises(WriteWouldWait):
@@ -424,7 +424,7 @@ def test_no_wait_writes_give_up_at_once_for_a_moment_after_one_found_the_lock_ta
     url = f"sqlite:///{tmp_path / 'store.sqlite'}"
     catalog = Catalog.open(url)
     new_session(catalog, "s")
-    monkeypatch.setattr(catalog_module, "NO_WAIT_PAUSE_S", 60.0)
+    monkeypatch.setattr(catalog_access, "NO_WAIT_PAUSE_S", 60.0)
     with hold_write_lock(url), pytest.raises(WriteWouldWait):
         catalog.touch_active("s", wait=False)
     # The lock is free now, but within the pause a no-wait write does not try.

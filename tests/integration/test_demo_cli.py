@@ -27,10 +27,11 @@ def test_demo_runs_a_coordinated_session(sd_home: Path) -> None:
     assert f"--model openai:{packaged['model']} --workdir ." in out
     listed = json.loads(run_cli(sd_home, "sessions", "ls", "--json").stdout)
     # Beside the coordinated tree, one session is left waiting for your answer (the TUI
-    # answers it); its process has ended, so no worker runs it now.
+    # answers it); its process has ended, so no worker runs it now, yet it is not lost: it
+    # needs you, as the TUI says (issue 30 item 19).
     [question] = [s for s in listed if s["title"] == "a question for you"]
     assert question["question"] == "Which branch should the release notes cover?"
-    assert question["status"] == "orphaned"
+    assert question["status"] == "input_required"
     assert f"session {question['id']} is waiting for your answer" in " ".join(out.split())
     shown = json.loads(run_cli(sd_home, "sessions", "show", question["prefix"], "--json").stdout)
     assert [e["kind"] for e in shown["events"]][-1] == "assistant"

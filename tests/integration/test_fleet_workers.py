@@ -16,15 +16,19 @@ import pytest
 from swarmdeck.catalog.supervisors import SupervisorRegistry
 from swarmdeck.catalog.workers import WorkerRegistry
 from swarmdeck.runtime.host import Host, SessionRequest
+from swarmdeck.views.fleet import FleetView
 from tests.conftest import Store, cli_env, run_cli, write_provider
 from tests.integration.test_fleet_submit import explore_script
 from tests.integration.test_fleet_support import Fleet
 from tests.integration.test_sessions_support import (
     Agent,
     Scripted,
+    call,
+    calls,
     open_catalog,
     popen_cli,
     sigkill,
+    status_is,
     text,
     wait_for,
 )
@@ -98,6 +102,36 @@ def test_a_session_whose_worker_died_shows_orphaned_until_taken_over(
     wait_for(lambda: catalog.get_session(sid).executor == worker.executor_id, what="a takeover")
     listed = json.loads(run_cli(sd_home, "sessions", "ls", "--json").stdout)
     assert [s["status"] for s in listed if s["id"] == sid] == ["idle"]
+
+
+def test_a_question_nobody_holds_needs_you_everywhere_not_orphaned(
+    store: Store, sd_home: Path, workdir: Path, fake_llm
+) -> None:
+    # Issue 30 item 19: the demo's question showed `orphaned` in `sessions ls` and "needs
+    # you" in the TUI. Its answer waits in its inbox and resumes it: it is not lost.
+    write_provider(sd_home, "fake", fake_llm.openai_base_url)
+    ask = Agent([calls(call("ask_user", question="which branch?")), text("thanks")])
+    fake_llm.set_script(Scripted({"chat": ask}))
+    sid = Host().create_session(SessionRequest("chat", "fake", workdir)).id
+    runner = popen_cli(sd_home, "sessions", "resume", sid)
+    catalog = open_catalog()
+    try:
+        wait_for(status_is(catalog, sid, "input_required"), what="the question")
+    finally:
+        sigkill(runner)
+    assert sid in WorkerRegistry(catalog.engine).orphaned([catalog.get_session(sid)])
+    listed = json.loads(run_cli(sd_home, "sessions", "ls", "--json").stdout)
+    [row] = [s for s in listed if s["id"] == sid]
+    assert (row["status"], row["question"]) == ("input_required", "which branch?")
+    shown = json.loads(run_cli(sd_home, "sessions", "show", sid, "--json").stdout)
+    assert shown["status"] == "input_required"
+    table = run_cli(sd_home, "sessions", "ls", "--status", "orphaned")
+    assert table.code == 0 and sid[:6] not in table.stdout, table.stdout
+    [tui_row] = [r for r in FleetView(catalog, WorkerRegistry(catalog.engine)).newest(50)]
+    assert (tui_row.status, tui_row.needs_me, tui_row.unheld) == ("input_required", True, True)
+    assert json.loads(run_cli(sd_home, "status", "--json").stdout)["sessions"] == {
+        "input_required": 1
+    }
 
 
 def test_processes_keeps_n_workers_restarts_the_dead_and_scales(sd_home: Path) -> None:

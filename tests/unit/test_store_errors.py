@@ -35,6 +35,6 @@ def test_catalog_open_lets_a_bug_through(tmp_path: Path, monkeypatch: pytest.Mon
     def broken(_engine: object) -> None:
         raise sqlite3.ProgrammingError("a bug of ours")
 
-    monkeypatch.setattr(module.schema, "create_all", broken)
+    monkeypatch.setattr(module.migrations, "create_all", broken)
     with pytest.raises(sqlite3.ProgrammingError):
         Catalog.open(f"sqlite:///{tmp_path / 'ok.sqlite'}")

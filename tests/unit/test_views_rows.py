@@ -38,5 +38,8 @@ def test_a_timer_counts_down_and_a_question_is_kept() -> None:
     asks = build_row(
         record(status="input_required"), "s1", None, True, turn("ask_user", question="why?")
     )
-    # Orphaned (no worker runs it now), yet it still needs you: the answer waits for one.
-    assert asks.status == "orphaned" and asks.needs_me and asks.question == "why?"
+    # No worker runs it now, yet it needs you, not lost: the answer waits for one.
+    assert asks.status == "input_required" and asks.needs_me and asks.question == "why?"
+    assert asks.unheld
+    lost = build_row(record(status="waiting"), "s1", None, True, turn("wait", seconds=30))
+    assert lost.status == "orphaned" and lost.unheld

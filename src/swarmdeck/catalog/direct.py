@@ -22,6 +22,7 @@ from swarmdeck.catalog.nul_text import SESSION_TEXT_COLUMNS, escape_nul, unescap
 from swarmdeck.catalog.records import EventRecord, SessionRecord, UsageTotals
 from swarmdeck.errors import NotFoundError
 
+# The PostgreSQL channel a session handed to the fleet is announced on (both paths).
 HANDOVER_CHANNEL = "swarmdeck_handover"
 _WORKER_COLUMNS = (
     "executor_id, hostname, pid, pid_start, started_at, heartbeat_at, stopped, "

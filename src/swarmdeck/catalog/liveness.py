@@ -10,14 +10,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-def process_start_time(pid: int) -> str | None:
-    """The kernel's start time of a pid (Linux), so a recycled pid is not taken for alive."""
+def _stat_field(pid: int, index: int) -> str | None:
+    """One field of /proc/PID/stat (Linux), counted from the state (field 3) after the ")"
+    that closes the command name, which may hold spaces; None if unreadable."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    # Field 22 counted after the ")" that closes the command name.
-    return stat.rsplit(")", 1)[1].split()[19]
+    return stat.rsplit(")", 1)[1].split()[index]
+
+
+def process_start_time(pid: int) -> str | None:
+    """The kernel's start time of a pid (Linux), so a recycled pid is not taken for alive."""
+    return _stat_field(pid, 19)  # field 22
 
 
 # How many leases a process on this host that runs (not stopped) may go without a beat
@@ -29,11 +34,7 @@ BUSY_LEASES = 10
 
 def process_state(pid: int) -> str | None:
     """The kernel's one-letter state of a pid (R, S, D, T, Z...), or None if unreadable."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[0]
+    return _stat_field(pid, 0)  # field 3
 
 
 def pid_alive(pid: int, start: str | None) -> bool:

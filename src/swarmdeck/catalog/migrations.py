@@ -1,4 +1,5 @@
-"""Bring an existing store's catalog tables up to the schema: add the columns it lacks.
+"""Bring a store's catalog tables up to the schema: create the missing ones, add the
+columns an existing one lacks.
 
 `metadata.create_all` creates missing tables but never alters one, so a store created by
 an earlier release would lack a column added since (and every query naming it would fail).
@@ -12,9 +13,17 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
+from swarmdeck.catalog import blackboard  # noqa: F401  (its tables join `metadata`)
 from swarmdeck.catalog.schema import metadata
 
 PREFIX = "sd_"
+
+
+def create_all(engine: sa.Engine) -> None:
+    """Create missing tables and add missing columns (idempotent; safe when several
+    processes start at once)."""
+    metadata.create_all(engine, checkfirst=True)
+    add_missing_columns(engine)
 
 
 def add_missing_columns(engine: sa.Engine) -> list[str]:

@@ -202,6 +202,8 @@ class UsageTotals:
 
     def tokens(self) -> dict[str, int]:
         """The token counts as the contract prints them."""
+        # The same five counts as models.types.Usage.as_dict: the catalog sits below models
+        # and cannot import it (the models engineer owns that side of the pair).
         return {
             "input": self.input,
             "output": self.output,

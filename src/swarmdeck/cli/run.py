@@ -67,7 +67,7 @@ async def _follow(
     """Print the session's progress until `done`; a question it asks is answered from here
     (even a quiet run says how: it would wait for ever otherwise). Returns `done`'s result."""
     from swarmdeck.cli.ask_prompt import AskUserPrompt
-    from swarmdeck.ui.progress import ProgressPrinter
+    from swarmdeck.views.progress import ProgressPrinter
 
     printer = ProgressPrinter()
     asker = AskUserPrompt(host, session_id, printer.console)

@@ -18,8 +18,8 @@ from swarmdeck.catalog.records import STATUSES, SessionRecord
 from swarmdeck.cli.app import app
 from swarmdeck.config import load_settings
 from swarmdeck.errors import UsageError
-from swarmdeck.ui.progress import ProgressPrinter
 from swarmdeck.views.fleet import ORPHANED, SessionRow, worker_label
+from swarmdeck.views.progress import ProgressPrinter
 from swarmdeck.views.text import age
 
 if TYPE_CHECKING:

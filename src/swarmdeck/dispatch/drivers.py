@@ -32,7 +32,7 @@ CANCEL_WAIT_S = 10.0
 TAKE_BACK_AFTER_S = 2.0
 CHECK_FLEET_EVERY_S = 1.0
 # Modules the follow-up needs, imported in a thread while the worker already works.
-WARM_MODULES = ("asyncio", "swarmdeck.dispatch.verdict", "swarmdeck.ui.progress")
+WARM_MODULES = ("asyncio", "swarmdeck.dispatch.verdict", "swarmdeck.views.progress")
 
 
 class Source(Protocol):

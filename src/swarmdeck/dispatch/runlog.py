@@ -10,7 +10,7 @@ from typing import IO
 from rich.console import Console
 
 from swarmdeck.catalog.records import EventRecord
-from swarmdeck.ui.progress import ProgressPrinter, clock
+from swarmdeck.views.progress import ProgressPrinter, clock
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 

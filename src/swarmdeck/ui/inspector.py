@@ -60,7 +60,7 @@ def inspector_body(d: SessionDetail, now: float) -> RenderableType:
         ask = Text("asks you: ", style="bold white on magenta")
         ask.append(row.question, style="bold")
         hint = "press a to answer"
-        if row.status == "orphaned":
+        if row.unheld:
             hint += (
                 " · no worker runs it now: it reads the answer when one does (`swarmdeck worker`)"
             )

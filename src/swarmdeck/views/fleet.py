@@ -17,9 +17,17 @@ from swarmdeck.views.prefixes import shortest_prefixes
 from swarmdeck.views.text import one_line
 
 # Derived at read time, never stored: a live session whose worker died and that nobody has
-# taken over yet (the derivation is WorkerRegistry.orphaned).
+# taken over yet (WorkerRegistry.orphaned), unless it waits for a person (see shown_status).
 ORPHANED = "orphaned"
 NEEDS_ME = "input_required"
+
+
+def shown_status(stored: str, unheld: bool) -> str:
+    """The status every surface shows (sessions ls and show, the TUI, status): the stored
+    one, or `orphaned` for a live session no process holds. A session waiting for a
+    person's answer is not lost when none holds it: its answer waits in its inbox and
+    resumes it (the TUI's answer does), so it stays `input_required`, "needs you"."""
+    return ORPHANED if unheld and stored != NEEDS_ME else stored
 
 
 def worker_label(executor: str | None) -> str:
@@ -36,7 +44,7 @@ class SessionRow:
     parent_id: str | None
     root_id: str
     depth: int
-    status: str  # as shown: the stored status, or `orphaned`
+    status: str  # as shown: see shown_status
     stored_status: str
     title: str
     task: str
@@ -60,11 +68,14 @@ class SessionRow:
     error: str | None = None
     # A swarm's coordinator (issue 13) sets this; the tree shows it as a badge.
     swarm: str | None = None
+    # No live process holds it (WorkerRegistry.orphaned): shown as `orphaned` unless it
+    # needs you, which then says that no worker reads the answer until one runs it.
+    unheld: bool = False
 
     @property
     def needs_me(self) -> bool:
         """True while the session waits for a person's answer, even with no worker to run
-        it now (orphaned): the answer waits in its inbox until one does."""
+        it now (unheld): the answer waits in its inbox until one does."""
         return self.stored_status == NEEDS_ME
 
     @property
@@ -142,7 +153,7 @@ def build_row(
         parent_id=record.parent_id,
         root_id=record.root_id,
         depth=record.depth,
-        status=ORPHANED if orphaned else record.status,
+        status=shown_status(record.status, orphaned),
         stored_status=record.status,
         title=one_line(record.title or record.task),
         task=record.task,
@@ -161,6 +172,7 @@ def build_row(
         estimated=bool(usage.estimated_turns),
         error=record.error,
         swarm=swarm_badge(record),
+        unheld=orphaned,
     )
     if record.status == "waiting":
         wait = _pending_call(last_turn, "wait")

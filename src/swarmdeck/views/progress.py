@@ -1,4 +1,5 @@
-"""Human-readable progress lines for transcript events, on stderr."""
+"""Human-readable progress lines for transcript events, on stderr and in run.log: shared by
+the CLI and dispatch's run log, so it sits in views, below both (dispatch never imports ui)."""
 
 from __future__ import annotations
 

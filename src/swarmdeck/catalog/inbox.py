@@ -1,0 +1,139 @@
+"""Sessions' inboxes: messages delivered once, taken by one consumer step at a time."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from swarmdeck.catalog import schema, statements
+from swarmdeck.catalog.access import StoreAccess, refuse_secret_id
+from swarmdeck.catalog.records import InboxItem, InboxPost
+
+
+class InboxTables(StoreAccess):
+    """The inbox (sd_inbox)."""
+
+    def post(self, session_id: str, msg_id: str, kind: str, payload: dict[str, Any]) -> bool:
+        """Deliver a message; False when this msg_id was delivered before (a client retry)."""
+        refuse_secret_id(self.redact, msg_id, "message id")
+        with self.engine.begin() as conn:
+            return self._post(conn, InboxPost(session_id, msg_id, kind, payload))
+
+    def _post(self, conn: sa.Connection, post: InboxPost) -> bool:
+        """Insert a message unless its msg_id is there: never an error, so it can share a
+        transaction with other writes."""
+        insert = sqlite_insert if self.is_sqlite else postgresql_insert
+        statement = (
+            insert(schema.inbox)
+            .values(
+                session_id=post.session_id,
+                msg_id=post.msg_id,
+                kind=post.kind,
+                payload=self._json(post.payload),
+                created_at=time.time(),
+            )
+            .on_conflict_do_nothing(index_elements=["session_id", "msg_id"])
+            .returning(schema.inbox.c.id)
+        )
+        return conn.execute(statement).first() is not None
+
+    def drain(
+        self,
+        session_id: str,
+        claim: str,
+        kinds: Iterable[str] | None = None,
+        status: str | None = None,
+    ) -> list[InboxItem]:
+        """Take the pending messages (of these kinds) for one consumer step, in order.
+
+        A step rerun after a crash passes the same claim and gets the same items back.
+        With `status`, a live session that took messages moves to it in the same
+        transaction, so no observer sees the messages gone while the session still rests.
+        """
+        kinds = None if kinds is None else list(kinds)
+        check, params = statements.PENDING_ANY, {"b_session": session_id, "b_claim": claim}
+        if kinds is not None:
+            check = statements.pending_of_kinds(len(kinds))
+            params.update(statements.kind_params(kinds))
+        with self._reads.connect() as conn:
+            # Most drains find nothing: a read, then, and no write lock taken.
+            if conn.execute(check, params).first() is None:
+                return []
+        inbox = schema.inbox
+        pending = sa.and_(inbox.c.session_id == session_id, inbox.c.consumed_by.is_(None))
+        if kinds is not None:
+            pending = sa.and_(pending, inbox.c.kind.in_(kinds))
+        with self.engine.begin() as conn:
+            conn.execute(inbox.update().where(pending).values(consumed_by=claim))
+            rows = conn.execute(
+                sa.select(inbox)
+                .where(inbox.c.session_id == session_id, inbox.c.consumed_by == claim)
+                .order_by(inbox.c.id)
+            ).all()
+            if rows and status is not None:
+                conn.execute(
+                    statements.SET_LIVE_STATUS, self._status_params(session_id, status, None)
+                )
+        return [InboxItem(r.id, r.msg_id, r.kind, json.loads(r.payload)) for r in rows]
+
+    def last_inbox_id(self) -> int:
+        """The id of the newest message in any inbox (0 when none)."""
+        with self._reads.connect() as conn:
+            return conn.execute(sa.select(sa.func.max(schema.inbox.c.id))).scalar() or 0
+
+    def mail_since(self, after_id: int, executor: str) -> tuple[int, list[tuple[int, str]]]:
+        """Messages from someone (a user message, an answer) after a cursor, not yet taken,
+        to sessions this executor runs, as (message id, session id); with the newest id of
+        any inbox."""
+        inbox, sessions = schema.inbox, schema.sessions
+        with self._reads.connect() as conn:
+            newest = conn.execute(sa.select(sa.func.max(inbox.c.id))).scalar() or 0
+            rows = conn.execute(
+                sa.select(inbox.c.id, inbox.c.session_id)
+                .join(sessions, sessions.c.id == inbox.c.session_id)
+                .where(
+                    inbox.c.id > after_id,
+                    inbox.c.consumed_by.is_(None),
+                    inbox.c.kind.in_(["user", "answer"]),
+                    sessions.c.executor == executor,
+                )
+            ).all()
+        return newest, [(r[0], r[1]) for r in rows]
+
+    def has_message(self, session_id: str, msg_id: str) -> bool:
+        """True when a message with this id was delivered to the session (taken or not)."""
+        inbox = schema.inbox
+        with self._reads.connect() as conn:
+            row = conn.execute(
+                sa.select(inbox.c.id).where(
+                    inbox.c.session_id == session_id, inbox.c.msg_id == msg_id
+                )
+            ).first()
+        return row is not None
+
+    def delivered(self, session_id: str, msg_id_prefix: str = "") -> list[InboxItem]:
+        """Every message delivered to the session (taken or not) whose id starts with the
+        prefix, in order."""
+        inbox = schema.inbox
+        query = sa.select(inbox).where(inbox.c.session_id == session_id).order_by(inbox.c.id)
+        if msg_id_prefix:
+            query = query.where(inbox.c.msg_id.startswith(msg_id_prefix, autoescape=True))
+        with self._reads.connect() as conn:
+            rows = conn.execute(query).all()
+        return [InboxItem(r.id, r.msg_id, r.kind, json.loads(r.payload)) for r in rows]
+
+    def pending_count(self, session_id: str, kinds: Iterable[str] | None = None) -> int:
+        """Messages (of these kinds) not yet taken by the session."""
+        count, params = statements.COUNT_WAITING, {"b_session": session_id}
+        if kinds is not None:
+            kinds = list(kinds)
+            count = statements.count_waiting_of_kinds(len(kinds))
+            params.update(statements.kind_params(kinds))
+        with self._reads.connect() as conn:
+            return conn.execute(count, params).scalar_one()
