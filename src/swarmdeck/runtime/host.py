@@ -7,8 +7,6 @@ import asyncio
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from swarmdeck.catalog.ids import new_session_id
@@ -19,6 +17,7 @@ from swarmdeck.config import Settings, load_settings
 from swarmdeck.errors import MissingKeyError, TaskRefusedError, UsageError
 from swarmdeck.runtime.crashpoints import crash_point
 from swarmdeck.runtime.engine import Engine, ring_offline, workflow_id
+from swarmdeck.runtime.request import SessionRequest
 from swarmdeck.runtime.services import Services
 from swarmdeck.tools.base import Tool
 from swarmdeck.tools.toolsets import SessionScope
@@ -42,22 +41,6 @@ def _restore_default_executor() -> None:
     except RuntimeError:
         return
     loop.set_default_executor(ThreadPoolExecutor())
-
-
-@dataclass
-class SessionRequest:
-    """What a new session needs."""
-
-    task: str
-    model: str
-    workdir: Path
-    mode: str = "agent"
-    title: str | None = None
-    system_message: str | None = None
-    tool_names: list[str] | None = None
-    options: dict[str, Any] = field(default_factory=dict)
-    session_id: str | None = None
-    agent: str | None = None
 
 
 class Host:
