@@ -48,6 +48,7 @@ from swarmdeck.catalog.workers import WorkerRegistry
 from swarmdeck.config import Settings
 from swarmdeck.runtime.services import Services, services, set_services
 from swarmdeck.runtime.session import SUPERSEDED, run_session
+from swarmdeck.runtime.workflow_ids import workflow_id
 
 log = logging.getLogger(__name__)
 
@@ -104,17 +105,6 @@ def quiet_expected_warnings() -> None:
     dbos_log = logging.getLogger("dbos")
     if _EXPECTED_WARNINGS not in dbos_log.filters:
         dbos_log.addFilter(_EXPECTED_WARNINGS)
-
-
-def workflow_id(session_id: str, generation: int) -> str:
-    """The workflow of one generation of a session."""
-    return session_id if generation == 0 else f"{session_id}~g{generation}"
-
-
-def session_of_workflow(wf_id: str) -> tuple[str, int]:
-    """(session id, generation) of a session workflow's id."""
-    session_id, _, generation = wf_id.partition("~g")
-    return session_id, int(generation) if generation.isdigit() else 0
 
 
 class _DBOSDurable:

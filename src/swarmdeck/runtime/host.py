@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from swarmdeck.catalog.catalog import Catalog
 from swarmdeck.catalog.ids import new_session_id
 from swarmdeck.catalog.liveness import WorkerRow
 from swarmdeck.catalog.records import EventRecord, SessionRecord
@@ -16,9 +17,11 @@ from swarmdeck.catalog.workers import WorkerRegistry
 from swarmdeck.config import Settings, load_settings
 from swarmdeck.errors import MissingKeyError, TaskRefusedError, UsageError
 from swarmdeck.runtime.crashpoints import crash_point
-from swarmdeck.runtime.engine import Engine, ring_offline, workflow_id
+from swarmdeck.runtime.engine import Engine, cancel_offline, ring_offline
 from swarmdeck.runtime.request import SessionRequest
 from swarmdeck.runtime.services import Services
+from swarmdeck.runtime.tree import cancel_tree, mark_cancelled
+from swarmdeck.runtime.workflow_ids import workflow_id
 from swarmdeck.tools.base import Tool
 from swarmdeck.tools.toolsets import SessionScope
 from swarmdeck.workspace.rundir import RunDir
@@ -225,16 +228,12 @@ class Host:
 
     async def cancel(self, session_id: str, reason: str = "cancelled by the user") -> list[str]:
         """Cancel a session and all its descendants."""
-        from swarmdeck.runtime.tree import cancel_tree
-
         self.launch()
         return await cancel_tree(session_id, reason)
 
     def cancel_offline(self, session_id: str, reason: str = "cancelled by the user") -> list[str]:
         """cancel() without launching the engine here (a TUI, a planner's tool): the same
         tree, stopped through DBOS's client."""
-        from swarmdeck.runtime.tree import cancel_tree_offline
-
         return cancel_tree_offline(self.catalog, self.settings, session_id, reason)
 
     async def continue_session(self, session_id: str, text: str) -> None:
@@ -313,3 +312,16 @@ class Host:
             if finished and not batch:
                 return
             await asyncio.sleep(FOLLOW_POLL_SECONDS)
+
+
+def cancel_tree_offline(
+    catalog: Catalog, settings: Settings, session_id: str, reason: str
+) -> list[str]:
+    """cancel_tree from a process that runs no engine (the TUI): the catalog records the
+    cancel, and DBOS's client stops the workflows and rings the doorbells, so the process
+    that runs them stops now instead of at its worker's next look. Returns the ids."""
+    live, told = mark_cancelled(session_id, reason, True, catalog)
+    flows = [workflow_id(i, catalog.get_session(i).generation) for i in live]
+    wake = flows + ([workflow_id(told, catalog.get_session(told).generation)] if told else [])
+    cancel_offline(settings, catalog.engine, flows, wake)
+    return live

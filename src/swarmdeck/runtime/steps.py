@@ -32,6 +32,7 @@ from swarmdeck.runtime.tool_output import shrink
 from swarmdeck.runtime.traced import tool_span, turn_span
 from swarmdeck.runtime.tree import drain_inbox, model_resting, parent_notice, ring
 from swarmdeck.runtime.turn_watch import TurnWatch
+from swarmdeck.runtime.workflow_ids import workflow_id
 from swarmdeck.tools.base import READ_ONLY_MODES, Effect, Tool, ToolContext, ToolOutcome
 from swarmdeck.tools.builtins.skills import LOAD_SKILL
 from swarmdeck.tools.toolsets import SessionScope
@@ -589,7 +590,6 @@ async def drop_old_generations(session_id: str, generation: int) -> int:
     ended; the catalog keeps the transcript): a system agent that runs for months keeps a
     bounded step log without a model call. Returns the runs deleted."""
     from swarmdeck.catalog.housekeeping import forget_generations
-    from swarmdeck.runtime.engine import workflow_id
 
     svc = services()
     if svc.engine_ops is None:
