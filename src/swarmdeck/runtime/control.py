@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
 from swarmdeck.errors import ToolError
 from swarmdeck.runtime import steps, tree
 from swarmdeck.runtime.crashpoints import crash_point
+from swarmdeck.runtime.durable import Durable
 from swarmdeck.tools.builtins.control import BROADCAST_TOOL, CONTROL_TOOLS
-
-if TYPE_CHECKING:
-    from swarmdeck.runtime.session import SessionLoop
 
 Outcome = tuple[str, bool]
 ANSWER_WAIT_SECONDS = 3600.0
@@ -26,6 +24,22 @@ ANSWER_WAIT_SECONDS = 3600.0
 WAIT_KINDS = ["user"]
 
 _TOOLS = {t.name: t for t in (*CONTROL_TOOLS, BROADCAST_TOOL)}
+
+
+class LoopState(Protocol):
+    """What the control tools read and change of the session loop that runs them."""
+
+    d: Durable
+    sid: str
+    turn: int
+    offered: set[str]
+    cron: dict[str, Any] | None
+
+    async def drain(
+        self, kinds: list[str] | None, record: bool = True, wake: bool = False
+    ) -> list[dict[str, Any]]:
+        """Take pending inbox messages of these kinds (durably, once)."""
+        ...
 
 
 def format_children(rows: list[dict[str, Any]]) -> str:
@@ -46,7 +60,7 @@ def format_children(rows: list[dict[str, Any]]) -> str:
 class ControlTools:
     """The control tools of one session loop."""
 
-    def __init__(self, loop: SessionLoop) -> None:
+    def __init__(self, loop: LoopState) -> None:
         self.loop = loop
         self.d = loop.d
         self.sid = loop.sid

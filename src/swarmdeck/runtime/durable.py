@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
+
+# What a session's workflow returns when its generation continues in a new workflow, and
+# when an execution was taken over (the session itself runs on elsewhere): the engine
+# follows both to the session's real end.
+ROLLED_OVER = "rolled_over"
+SUPERSEDED = "superseded"
 
 
 class Durable(Protocol):
@@ -53,3 +59,9 @@ class Durable(Protocol):
         """Continue this session (now in `generation`) in a fresh workflow (bounded step
         logs for long sessions)."""
         ...
+
+
+# One generation of a session, run on the engine's durable primitives: (session id,
+# generation, primitives) -> {status, reason}. The session loop is one; the engine runs
+# whichever its host gives it.
+SessionRunner = Callable[[str, int, Durable], Awaitable[dict[str, Any]]]

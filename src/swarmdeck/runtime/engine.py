@@ -46,8 +46,8 @@ from dbos._utils import INTERNAL_QUEUE_NAME, GlobalParams, generate_uuid
 from swarmdeck.catalog import schema
 from swarmdeck.catalog.workers import WorkerRegistry
 from swarmdeck.config import Settings
+from swarmdeck.runtime.durable import ROLLED_OVER, SUPERSEDED, SessionRunner
 from swarmdeck.runtime.services import Services, services, set_services
-from swarmdeck.runtime.session import SUPERSEDED, run_session
 from swarmdeck.runtime.workflow_ids import workflow_id
 
 log = logging.getLogger(__name__)
@@ -169,10 +169,17 @@ async def _wall_clock() -> float:
     return time.time()
 
 
+# What a session workflow runs: the session loop, which the host gives the engine (the
+# engine knows nothing of sessions). One per process, as DBOS's workflow registry is.
+_runner: SessionRunner | None = None
+
+
 @DBOS.workflow(name=SESSION_WORKFLOW)
 async def session_workflow(session_id: str, generation: int) -> dict[str, Any]:
     """One generation of a session, durably."""
-    return await run_session(session_id, generation, _DBOSDurable())
+    if _runner is None:
+        raise RuntimeError("no session runner: the engine was launched without one")
+    return await _runner(session_id, generation, _DBOSDurable())
 
 
 def _sqlite_listener(sys_db: Any) -> None:
@@ -428,8 +435,15 @@ class Engine:
     run does not, so it never picks up work that would outlive it.
     """
 
-    def __init__(self, services: Services, role: str = "local", serve_queue: bool = False) -> None:
+    def __init__(
+        self,
+        services: Services,
+        runner: SessionRunner,
+        role: str = "local",
+        serve_queue: bool = False,
+    ) -> None:
         assert role in ROLES, role
+        self.runner = runner
         settings = services.settings
         self.services = services
         self.role = role
@@ -471,7 +485,9 @@ class Engine:
 
     def launch(self) -> None:
         """Take the lease, start DBOS (and, serving, the fleet's queue)."""
+        global _runner
         settings = self.services.settings
+        _runner = self.runner
         self.services.engine_ops = self
         self.services.limiter.set_owner(self.executor_id)
         set_services(self.services)
@@ -676,7 +692,7 @@ class Engine:
                 # Another execution runs it now: wait for the outcome it records.
                 await asyncio.sleep(RESULT_POLL_SECONDS)
                 continue
-            if not outcome or outcome.get("status") != "rolled_over":
+            if not outcome or outcome.get("status") != ROLLED_OVER:
                 return outcome or {}
 
     async def workflow_status(self, wf_id: str) -> str | None:

@@ -20,6 +20,7 @@ from swarmdeck.runtime.crashpoints import crash_point
 from swarmdeck.runtime.engine import Engine, cancel_offline, ring_offline
 from swarmdeck.runtime.request import SessionRequest
 from swarmdeck.runtime.services import Services
+from swarmdeck.runtime.session import run_session
 from swarmdeck.runtime.tree import cancel_tree, mark_cancelled
 from swarmdeck.runtime.workflow_ids import workflow_id
 from swarmdeck.tools.base import Tool
@@ -75,7 +76,7 @@ class Host:
     def lease(self) -> Engine:
         """This process's executor, registered with a live lease (the engine not launched)."""
         if self.engine is None:
-            self.engine = Engine(self.services, self.role, self.serve_queue)
+            self.engine = Engine(self.services, run_session, self.role, self.serve_queue)
         self.engine.register()
         return self.engine
 

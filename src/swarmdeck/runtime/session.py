@@ -12,7 +12,7 @@ from swarmdeck.catalog import fence
 from swarmdeck.catalog.fence import Fenced
 from swarmdeck.runtime import steps, tree
 from swarmdeck.runtime.control import ControlTools
-from swarmdeck.runtime.durable import Durable
+from swarmdeck.runtime.durable import ROLLED_OVER, SUPERSEDED, Durable
 from swarmdeck.runtime.services import services
 from swarmdeck.runtime.traced import session_span, tool_span
 
@@ -27,8 +27,6 @@ BATCH_MAX_SECONDS = 2.0
 TURN_INBOX_KINDS = ["user", "child_update"]
 # The session option naming a kind of session that a registered driver runs (Services).
 KIND_OPTION = "kind"
-# What an execution that was taken over returns (the session itself runs on elsewhere).
-SUPERSEDED = "superseded"
 # The notice a session that waits between turns leaves when a wake-up used max_turns.
 CAP_NOTICE = "turn_cap"
 
@@ -302,7 +300,7 @@ class SessionLoop:
         if self.options.get("system_agent"):
             await self.d.step("drop_history", steps.drop_old_generations, self.sid, self.generation)
         await self.d.restart_as_new(self.sid, self.generation)
-        return {"status": "rolled_over", "reason": "rollover"}
+        return {"status": ROLLED_OVER, "reason": "rollover"}
 
     async def end(self, status: str, error: str | None, reason: str) -> dict[str, Any]:
         """Record how the session ended and tell its parent.
