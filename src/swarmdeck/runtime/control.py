@@ -13,9 +13,10 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from swarmdeck.errors import ToolError
-from swarmdeck.runtime import steps, tree
+from swarmdeck.runtime import tree
 from swarmdeck.runtime.crashpoints import crash_point
 from swarmdeck.runtime.durable import Durable
+from swarmdeck.runtime.status import set_status
 from swarmdeck.tools.builtins.control import BROADCAST_TOOL, CONTROL_TOOLS
 
 Outcome = tuple[str, bool]
@@ -222,11 +223,11 @@ class ControlTools:
         return json.dumps(rows, ensure_ascii=False), False
 
     async def ask_user(self, args: Any, _key: str) -> Outcome:
-        await self.d.step("status", steps.set_status, self.sid, "input_required")
+        await self.d.step("status", set_status, self.sid, "input_required")
         while True:
             answers = await self.loop.drain(["answer"], record=False, wake=True)
             if answers:
                 break
             await self.d.recv("doorbell", ANSWER_WAIT_SECONDS)
-        await self.d.step("status", steps.set_status, self.sid, "running")
+        await self.d.step("status", set_status, self.sid, "running")
         return f"the user answered: {answers[0]['payload']['text']}", False

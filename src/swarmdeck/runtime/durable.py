@@ -17,7 +17,7 @@ class Durable(Protocol):
 
     A generation's start, LLM turns and tool calls do not go through `step`: they journal
     themselves in the catalog under idempotent keys (the generation's number, `turn:N`,
-    `tool:N:ID`; see steps.llm_turn), and that entry is their record. Recording them here
+    `tool:N:ID`; see turn.llm_turn), and that entry is their record. Recording them here
     as well would write each twice. Everything else whose result steers the workflow's
     path (drains, waits, children, the clock) is a step here.
     """

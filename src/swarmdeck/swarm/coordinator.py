@@ -20,9 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from swarmdeck.catalog.fence import Fenced
-from swarmdeck.runtime import steps, tree
+from swarmdeck.runtime import tree
 from swarmdeck.runtime.crashpoints import crash_point
 from swarmdeck.runtime.durable import Durable
+from swarmdeck.runtime.events import append_event
+from swarmdeck.runtime.status import Ending, describe_error, end_session
+from swarmdeck.runtime.turn import llm_turn
 from swarmdeck.swarm import phases
 from swarmdeck.swarm.merge import merge
 from swarmdeck.swarm.prompts import aggregate_message
@@ -117,7 +120,7 @@ class Coordinator:
             return {"plan": given["plan"]}
         error = "no plan was submitted"
         for attempt in range(MAX_PLAN_ATTEMPTS):
-            reply = await steps.llm_turn(self.sid, self.turn, self.generation, TURN_INBOX)
+            reply = await llm_turn(self.sid, self.turn, self.generation, TURN_INBOX)
             if "ended" in reply:
                 return {"ended": {"status": reply["ended"]["status"], "reason": "cancelled"}}
             if "error" in reply:
@@ -362,9 +365,9 @@ class Coordinator:
         await self.d.step("drain", tree.drain_inbox, self.sid, claim, TURN_INBOX, True)
         message = aggregate_message(outcomes, plan["dropped"])
         key = f"{phases.OWN_INPUT_KEY}aggregate"
-        await self.d.step("aggregate", steps.append_event, self.sid, key, "user", {"text": message})
+        await self.d.step("aggregate", append_event, self.sid, key, "user", {"text": message})
         crash_point("swarm.aggregating")
-        reply = await steps.llm_turn(self.sid, self.turn, self.generation, TURN_INBOX)
+        reply = await llm_turn(self.sid, self.turn, self.generation, TURN_INBOX)
         self.turn += 1
         if "ended" in reply:
             return {"status": reply["ended"]["status"], "reason": "cancelled"}
@@ -382,8 +385,8 @@ class Coordinator:
         await self.d.step("swarm_result", phases.record_swarm_result, self.sid, doc)
         status = "completed" if verdict in ("completed", "partial") else "failed"
         failure = error if status == "failed" else None
-        ending = steps.Ending(status, text, failure, f"swarm_{verdict}", self.generation)
-        await steps.end_session(self.sid, self.has_parent, ending)
+        ending = Ending(status, text, failure, f"swarm_{verdict}", self.generation)
+        await end_session(self.sid, self.has_parent, ending)
         return {"status": status, "reason": ending.reason}
 
 
@@ -397,7 +400,7 @@ async def run_swarm(d: Durable, session_id: str, info: dict[str, Any]) -> dict[s
     except Exception as exc:
         # A bug, or a step that failed for good: end where everyone can see it, never
         # leave the swarm `running` with no workflow behind it.
-        error = steps.describe_error(exc)
-        ending = steps.Ending("failed", "", error, "internal_error", coordinator.generation)
-        await steps.end_session(session_id, coordinator.has_parent, ending)
+        error = describe_error(exc)
+        ending = Ending("failed", "", error, "internal_error", coordinator.generation)
+        await end_session(session_id, coordinator.has_parent, ending)
         return {"status": "failed", "reason": "internal_error"}

@@ -24,7 +24,7 @@ from swarmdeck.models.available import normalize
 from swarmdeck.runtime.agents import agent_session, agent_tools
 from swarmdeck.runtime.origin import FROM_PARENT_KEY
 from swarmdeck.runtime.services import Services, services
-from swarmdeck.runtime.steps import store_result
+from swarmdeck.runtime.tool_calls import store_result
 from swarmdeck.runtime.tree import broadcasts_of
 from swarmdeck.swarm.plan import AgentInfo, PlanContext, PlanError, accept
 from swarmdeck.swarm.prompts import member_prompt, member_task
