@@ -1,4 +1,4 @@
-"""What the session loop needs from a durable engine; runtime/engine.py provides it on DBOS."""
+"""What the session loop needs from a durable engine; runtime/engine/ provides it on DBOS."""
 
 from __future__ import annotations
 

@@ -17,7 +17,8 @@ from swarmdeck.catalog.workers import WorkerRegistry
 from swarmdeck.config import Settings, load_settings
 from swarmdeck.errors import MissingKeyError, TaskRefusedError, UsageError
 from swarmdeck.runtime.crashpoints import crash_point
-from swarmdeck.runtime.engine import Engine, cancel_offline, ring_offline
+from swarmdeck.runtime.engine import Engine
+from swarmdeck.runtime.engine.workflow import cancel_offline, ring_offline
 from swarmdeck.runtime.request import SessionRequest
 from swarmdeck.runtime.services import Services
 from swarmdeck.runtime.session import run_session
