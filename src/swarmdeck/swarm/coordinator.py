@@ -26,7 +26,7 @@ from swarmdeck.runtime.durable import Durable
 from swarmdeck.runtime.events import append_event
 from swarmdeck.runtime.status import Ending, describe_error, end_session
 from swarmdeck.runtime.turn import llm_turn
-from swarmdeck.swarm import phases
+from swarmdeck.swarm import members, phases, planning
 from swarmdeck.swarm.merge import merge
 from swarmdeck.swarm.prompts import aggregate_message
 from swarmdeck.swarm.spec import SPEC_OPTION, SwarmSpec
@@ -114,7 +114,7 @@ class Coordinator:
             if stored is not None:
                 return {"plan": stored}
         if self.spec.plan is not None:
-            given = await self.d.step("plan", phases.accept_given_plan, self.sid)
+            given = await self.d.step("plan", planning.accept_given_plan, self.sid)
             if "error" in given:
                 return {"verdict": "malformed", "error": f"the plan file: {given['error']}"}
             return {"plan": given["plan"]}
@@ -127,7 +127,7 @@ class Coordinator:
                 return {"verdict": "error", "error": f"the coordinator's model: {reply['error']}"}
             tries_left = MAX_PLAN_ATTEMPTS - attempt - 1
             checked = await self.d.step(
-                "plan_check", phases.check_plan_turn, self.sid, self.turn, reply, tries_left
+                "plan_check", planning.check_plan_turn, self.sid, self.turn, reply, tries_left
             )
             self.turn += 1
             if checked["plan"] is not None:
@@ -142,7 +142,7 @@ class Coordinator:
         or abort by the team's policy; until every member is done or the swarm times out."""
         self.runs = [MemberRun(dict(m)) for m in plan["members"]]
         self.peers = [
-            [m["role"], m["mode"], phases.member_session_id(self.sid, m["index"], m["role"], 0)]
+            [m["role"], m["mode"], members.member_session_id(self.sid, m["index"], m["role"], 0)]
             for m in plan["members"]
         ]
         while True:
@@ -213,7 +213,7 @@ class Coordinator:
         dependencies = [d.final for d in self._deps(run) if d.final]
         spawned = await self.d.step(
             "spawn",
-            phases.spawn_member,
+            members.spawn_member,
             self.sid,
             run.member,
             run.attempt,
@@ -224,7 +224,7 @@ class Coordinator:
         if spawned.get("error"):
             run.final = await self.d.step(
                 "member_end",
-                phases.skip_member,
+                members.skip_member,
                 self.sid,
                 run.member,
                 spawned["error"],
@@ -257,7 +257,7 @@ class Coordinator:
         assert run.session_id is not None
         outcome = await self.d.step(
             "member_end",
-            phases.member_outcome,
+            members.member_outcome,
             self.sid,
             run.member,
             run.attempt,
@@ -295,7 +295,7 @@ class Coordinator:
             run.state, run.retry_at, run.final = "retry", retry_at, None
             return
         if policy.on_all_failed == "reassign" and not run.reassigned:
-            moved = await self.d.step("reassign", phases.reassigned, self.sid, run.member)
+            moved = await self.d.step("reassign", members.reassigned, self.sid, run.member)
             run.reassigned = True
             if moved is not None:
                 run.member = moved
@@ -335,7 +335,7 @@ class Coordinator:
 
     async def skip(self, run: MemberRun, why: str) -> None:
         """A member that will not run."""
-        run.final = await self.d.step("member_skip", phases.skip_member, self.sid, run.member, why)
+        run.final = await self.d.step("member_skip", members.skip_member, self.sid, run.member, why)
         run.state = "done"
 
     # -- aggregate ------------------------------------------------------------------------
