@@ -325,6 +325,13 @@ class Engine:
         """
         generation = await current_generation(self.services, session_id)
         wf = workflow_id(session_id, generation)
+        if self._taken_over and await self.workflow_status(wf) is not None:
+            # This process took over a dead executor's sessions and put their workflows back
+            # on a queue, which runs them: a start would only find the row there and make
+            # DBOS warn on stderr that it stays on its queue (`sessions resume` after a
+            # SIGKILLed run). One read, and only after a takeover.
+            self._handles[wf] = await DBOS.retrieve_workflow_async(wf)
+            return
         with SetWorkflowID(wf):
             self._handles[wf] = await DBOS.start_workflow_async(
                 session_workflow, session_id, generation
