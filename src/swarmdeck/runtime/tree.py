@@ -14,7 +14,9 @@ from swarmdeck.catalog.records import (
     SessionRecord,
     system_session_id,
 )
+from swarmdeck.runtime.agents import agent_session
 from swarmdeck.runtime.crashpoints import crash_point
+from swarmdeck.runtime.history import CONVERSATION_KINDS
 from swarmdeck.runtime.services import EngineOps, services
 from swarmdeck.runtime.traced import child_trace_options
 
@@ -89,8 +91,6 @@ def _child_spec(parent: SessionRecord, args: dict[str, Any]) -> tuple[dict[str, 
     }
     name = args.get("agent_name")
     if name:
-        from swarmdeck.runtime.agents import agent_session
-
         plugin_set = services().session_plugins(parent)
         agent = plugin_set.agent(name)
         if agent is None:
@@ -269,8 +269,6 @@ def wait_look(
 def model_resting(session_id: str) -> bool:
     """True when the model ended its last turn, or the turn cap ended its wake-up, and
     nothing came after it to answer."""
-    from swarmdeck.runtime.history import CONVERSATION_KINDS
-
     last = services().catalog.last_event(session_id, [*CONVERSATION_KINDS, "notice"])
     if last is not None and last.kind == "notice":
         return last.payload.get("what") == "turn_cap"
