@@ -28,6 +28,7 @@ test: $(BIN)/swarmdeck
 	bash scripts/test-deps
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
+	$(BIN)/lint-imports
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=15
 
 lint: $(BIN)/swarmdeck

@@ -135,7 +135,7 @@ async def run_session(kind: str, iterations: int, fake: FakeLLM, workdir: Path) 
 def runtime_per_mode(workdir: Path) -> dict[str, dict[str, int]]:
     """The runtime's own tokens per turn in each mode (system prompt, skill index, tool
     schemas), by the estimate and by o200k_base (tiktoken)."""
-    from swarmdeck.runtime import steps
+    from swarmdeck.runtime import turn
     from swarmdeck.runtime.context import Meter, runtime_tokens
     from swarmdeck.runtime.host import Host, SessionRequest
     from swarmdeck.runtime.services import set_services
@@ -146,7 +146,7 @@ def runtime_per_mode(workdir: Path) -> dict[str, dict[str, int]]:
     out = {}
     for mode in MODES:
         record = host.create_session(SessionRequest(TASK, "fake", workdir, mode=mode))
-        prep = steps._prompt(record.id, 0, [])
+        prep = turn._prompt(record.id, 0, [])
         for label, meter in (("estimate", Meter(None)), ("o200k", Meter(o200k))):
             counts = runtime_tokens(meter, prep["system"], prep["specs"], prep["skills_index"])
             out[f"{mode} ({label})"] = counts

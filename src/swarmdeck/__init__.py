@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from swarmdeck.version import __version__
 
-__all__ = ["AgentSpec", "Session", "SessionResult", "Swarm", "tool"]
+__all__ = ["AgentSpec", "Session", "SessionResult", "Swarm", "__version__", "tool"]
 
 if TYPE_CHECKING:
     from swarmdeck.sdk import AgentSpec, Session, SessionResult, Swarm

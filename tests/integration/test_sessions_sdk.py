@@ -274,7 +274,7 @@ async def test_a_rerun_of_a_generation_starts_as_the_first_run_did(
 ) -> None:
     # The start of a generation is journaled: a rerun after a crash gets what the first run
     # found (no turns yet, running), not the session as it is now (turns taken, ended).
-    from swarmdeck.runtime.steps import start_generation
+    from swarmdeck.runtime.execution import start_generation
 
     fake_llm.set_script({"scenarios": [{"turns": [{"text": "done"}]}]})
     session = await swarm.start("say done", "fake", workdir=workdir)

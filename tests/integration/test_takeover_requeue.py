@@ -15,14 +15,8 @@ import pytest
 import sqlalchemy as sa
 
 from swarmdeck.catalog.workers import WorkerRegistry
-from swarmdeck.runtime.engine import (
-    APP_NAME,
-    APP_VERSION,
-    SESSIONS_QUEUE,
-    Engine,
-    _dbos,
-    _reenqueue_all,
-)
+from swarmdeck.runtime.engine import APP_NAME, APP_VERSION, SESSIONS_QUEUE, Engine
+from swarmdeck.runtime.engine.workflow import dbos_instance, reenqueue_all
 from swarmdeck.runtime.host import Host, SessionRequest
 from tests.conftest import Store, write_provider
 
@@ -114,13 +108,13 @@ def _counted(engines: list[sa.Engine], fn: Callable[[], T]) -> tuple[T, int]:
 
 def _statements(sys_db: Any, executors: list[str]) -> tuple[int, int]:
     """(workflows moved, statements sent) of one requeue."""
-    return _counted([sys_db.engine], lambda: _reenqueue_all(sys_db, executors, SESSIONS_QUEUE))
+    return _counted([sys_db.engine], lambda: reenqueue_all(sys_db, executors, SESSIONS_QUEUE))
 
 
 def test_a_dead_executors_workflows_go_back_in_a_constant_number_of_statements(
     engine: Engine,
 ) -> None:
-    sys_db = _dbos()._sys_db
+    sys_db = dbos_instance()._sys_db
     _seed(sys_db, "dead-one", 1)
     many = _seed(sys_db, "dead-many", MANY)
     live = _seed(sys_db, engine.executor_id, 3)
@@ -140,14 +134,14 @@ def test_a_dead_executors_workflows_go_back_in_a_constant_number_of_statements(
     # The live executor's workflows are its own.
     assert _rows(sys_db, live) == live_before
     # A second call (a duplicate takeover) moves nothing.
-    assert _reenqueue_all(sys_db, ["dead-one", "dead-many"], SESSIONS_QUEUE) == 0
+    assert reenqueue_all(sys_db, ["dead-one", "dead-many"], SESSIONS_QUEUE) == 0
     assert _rows(sys_db, many) == after
 
 
 def test_a_stopping_engine_asks_the_store_once_whether_it_left_work(
     host: Host, engine: Engine, workdir: Path
 ) -> None:
-    sys_db = _dbos()._sys_db
+    sys_db = dbos_instance()._sys_db
     engines = [host.catalog.engine, sys_db.engine]
     # Nothing left, a workflow of its own still PENDING, a session it was to start: each
     # answered by one query (the catalog's and DBOS's tables are in one database).

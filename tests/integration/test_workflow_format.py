@@ -78,5 +78,5 @@ def test_the_session_workflows_engine_steps_are_format_1(
     assert not changed, (
         f"the session workflow's engine steps changed: {changed}. Waiting sessions of "
         f"{APP_VERSION} would replay against them after an upgrade: give APP_VERSION "
-        "(runtime/engine.py) a new name, and write the new steps here"
+        "(runtime/engine/workflow.py) a new name, and write the new steps here"
     )

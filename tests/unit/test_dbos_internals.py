@@ -3,7 +3,7 @@ these are not its public API): a DBOS upgrade that moves one fails here, with a 
 naming the internal and the swarmdeck function to fix, rather than somewhere in a fleet test.
 
 The shapes are checked by name and signature; where the meaning matters (the predicates of
-DBOS's own requeue, which `_reenqueue_all` must match) by behaviour on a real SQLite store.
+DBOS's own requeue, which `reenqueue_all` must match) by behaviour on a real SQLite store.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 import sqlalchemy as sa
 from dbos import DBOSClient
 
-from swarmdeck.runtime.engine import APP_NAME, APP_VERSION, SESSIONS_QUEUE, _reenqueue_all
+from swarmdeck.runtime.engine.workflow import APP_NAME, APP_VERSION, SESSIONS_QUEUE, reenqueue_all
 
 ENGINE = "swarmdeck.runtime.engine"
 
@@ -45,7 +45,7 @@ INTERNALS = (
     Internal(
         "dbos._core",
         "execute_dequeued_workflow",
-        "_PromptClaims.claim_now",
+        "PromptClaims.claim_now",
         params=("dbos", "status", "owner_xid"),
     ),
     Internal(
@@ -65,14 +65,14 @@ INTERNALS = (
     Internal(
         "dbos._utils",
         "GlobalParams",
-        "_PromptClaims.claim_now",
+        "PromptClaims.claim_now",
         members=("executor_id", "app_version"),
     ),
-    Internal("dbos._utils", "generate_uuid", "_PromptClaims.claim_now"),
+    Internal("dbos._utils", "generate_uuid", "PromptClaims.claim_now"),
     # Looked up in dbos._dbos, where launch starts it: the fleet's queue is registered at
     # the head of its thread (a fallback keeps a worker working, but up to 1 s late).
-    Internal("dbos._dbos", "queue_thread", "_launch_serving", params=("stop_event", "dbos")),
-    Internal("dbos._dbos", "_get_dbos_instance", "_dbos"),
+    Internal("dbos._dbos", "queue_thread", "launch_serving", params=("stop_event", "dbos")),
+    Internal("dbos._dbos", "_get_dbos_instance", "dbos_instance"),
     Internal(
         "dbos._dbos",
         "DBOS.destroy",
@@ -94,7 +94,7 @@ INTERNALS = (
     Internal(
         "dbos._sys_db",
         "SystemDatabase.start_queued_workflows",
-        "_PromptClaims._locked_claim",
+        "PromptClaims._locked_claim",
         params=(
             "queue",
             "executor_id",
@@ -107,25 +107,25 @@ INTERNALS = (
     Internal(
         "dbos._sys_db",
         "SystemDatabase._is_latest_version",
-        "_PromptClaims._is_latest",
+        "PromptClaims._is_latest",
         params=("app_version",),
     ),
     Internal(
         "dbos._sys_db",
         "SystemDatabase.get_queue",
-        "_PromptClaims.claim_now",
+        "PromptClaims.claim_now",
         params=("name",),
     ),
     Internal(
         "dbos._sys_db",
         "SystemDatabase.get_workflow_statuses",
-        "_PromptClaims.claim_now",
+        "PromptClaims.claim_now",
         params=("workflow_ids",),
     ),
     Internal(
         "dbos._sys_db",
         "SystemDatabase.get_workflow_status",
-        "_PromptClaims.claim_now",
+        "PromptClaims.claim_now",
         params=("workflow_uuid",),
     ),
     Internal(
@@ -137,16 +137,16 @@ INTERNALS = (
     Internal(
         "dbos._sys_db",
         "SystemDatabase.reenqueue_for_recovery",
-        "_reenqueue_all (it does this for many workflows at once)",
+        "reenqueue_all (it does this for many workflows at once)",
         params=("workflow_id", "executor_ids", "recovery_queue_name"),
     ),
     Internal(
         "dbos._sys_db",
         "SystemDatabase._name_filter",
-        "_reenqueue_all",
+        "reenqueue_all",
         params=("col", "value"),
     ),
-    Internal("dbos._sys_db", "SystemDatabase._now_ms_sql", "_reenqueue_all"),
+    Internal("dbos._sys_db", "SystemDatabase._now_ms_sql", "reenqueue_all"),
     Internal(
         "dbos._sys_db",
         "SystemDatabase._wf",
@@ -163,13 +163,13 @@ INTERNALS = (
     Internal(
         "dbos._core",
         "ActiveWorkflowById",
-        "_PromptClaims._running",
+        "PromptClaims._running",
         members=("activeList", "count_for_queue"),
     ),
     Internal(
         "dbos._queue",
         "Queue",
-        "_PromptClaims.claim_now",
+        "PromptClaims.claim_now",
         members=("_has_partition_limits",),
     ),
 )
@@ -236,7 +236,7 @@ def test_a_changed_internal_fails_naming_it_and_the_function_to_fix(item: Intern
 
 
 def test_the_instances_carry_the_attributes_the_engine_reads(tmp_path: Path) -> None:
-    # _sqlite_listener, _reenqueue_all and _PromptClaims read these off a live system
+    # _sqlite_listener, reenqueue_all and PromptClaims read these off a live system
     # database: a rename fails here rather than in a silent poller thread.
     client = DBOSClient(
         system_database_url=f"sqlite:///{tmp_path / 'sys.sqlite'}",
@@ -245,7 +245,7 @@ def test_the_instances_carry_the_attributes_the_engine_reads(tmp_path: Path) -> 
     )
     try:
         sys_db = client._sys_db
-        where = f"fix {ENGINE}._sqlite_listener / _reenqueue_all / _PromptClaims"
+        where = f"fix {ENGINE}.sqlite_listener / reenqueue_all / PromptClaims"
         for name in (
             "engine",
             "app_name",
@@ -283,10 +283,10 @@ def test_the_instances_carry_the_attributes_the_engine_reads(tmp_path: Path) -> 
 
 
 def test_the_dbos_instance_keeps_its_active_workflows_where_the_engine_reads_them() -> None:
-    # Set in DBOS.__init__ (no instance without a launch here): _PromptClaims._running.
+    # Set in DBOS.__init__ (no instance without a launch here): PromptClaims._running.
     source = inspect.getsource(importlib.import_module("dbos._dbos").DBOS.__init__)
-    assert "self._active_workflows_set" in source, f"fix {ENGINE}._PromptClaims._running"
-    assert "self._sys_db_field" in source, f"fix {ENGINE}._PromptClaims (dbos._sys_db)"
+    assert "self._active_workflows_set" in source, f"fix {ENGINE}.PromptClaims._running"
+    assert "self._sys_db_field" in source, f"fix {ENGINE}.PromptClaims (dbos._sys_db)"
 
 
 # -- the predicates of DBOS's own requeue, by behaviour -----------------------------------
@@ -347,21 +347,21 @@ def _dbos_requeue(sys_db: Any, executors: list[str], queue: str) -> int:
     return moved
 
 
-def test_reenqueue_all_moves_exactly_what_dbos_own_requeue_moves(tmp_path: Path) -> None:
+def testreenqueue_all_moves_exactly_what_dbos_own_requeue_moves(tmp_path: Path) -> None:
     theirs, mine = _seed(tmp_path, "theirs.sqlite"), _seed(tmp_path, "mine.sqlite")
     try:
         before = _state(mine)
         moved_by_dbos = _dbos_requeue(theirs._sys_db, list(DEAD), SESSIONS_QUEUE)
-        moved_by_us = _reenqueue_all(mine._sys_db, list(DEAD), SESSIONS_QUEUE)
+        moved_by_us = reenqueue_all(mine._sys_db, list(DEAD), SESSIONS_QUEUE)
         assert moved_by_dbos > 0 and moved_by_us == moved_by_dbos
         after = _state(mine)
         changed = {wf for wf in after if after[wf] != before[wf]}
         assert after == _state(theirs), (
-            f"_reenqueue_all no longer matches DBOS's reenqueue_for_recovery: fix "
-            f"{ENGINE}._reenqueue_all (it changed {sorted(changed)})"
+            f"reenqueue_all no longer matches DBOS's reenqueue_for_recovery: fix "
+            f"{ENGINE}.reenqueue_all (it changed {sorted(changed)})"
         )
         # A second call moves nothing, as DBOS's does not.
-        assert _reenqueue_all(mine._sys_db, list(DEAD), SESSIONS_QUEUE) == 0
+        assert reenqueue_all(mine._sys_db, list(DEAD), SESSIONS_QUEUE) == 0
     finally:
         theirs.destroy()
         mine.destroy()

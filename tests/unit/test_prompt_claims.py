@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from swarmdeck.runtime import engine
-from swarmdeck.runtime.engine import SESSIONS_QUEUE, _PromptClaims
+from swarmdeck.runtime.engine import claims
+from swarmdeck.runtime.engine.claims import PromptClaims
+from swarmdeck.runtime.engine.workflow import SESSIONS_QUEUE
 from tests.manual_clock import ManualClock, install
 
 
@@ -53,7 +54,7 @@ class Dbos:
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> ManualClock:
-    return install(monkeypatch, engine)
+    return install(monkeypatch, claims)
 
 
 def claim(sys_db: SysDb, queue: str = SESSIONS_QUEUE, version: str = "v1", **kw: Any) -> None:
@@ -62,7 +63,7 @@ def claim(sys_db: SysDb, queue: str = SESSIONS_QUEUE, version: str = "v1", **kw:
 
 def test_the_latest_version_is_asked_once_per_ttl(clock: ManualClock) -> None:
     sys_db = SysDb()
-    _PromptClaims(Dbos(sys_db))
+    PromptClaims(Dbos(sys_db))
     for _ in range(20):
         claim(sys_db)
         clock.now += 0.05  # DBOS's queue thread, every 50 ms: 1 s of claims
@@ -70,14 +71,14 @@ def test_the_latest_version_is_asked_once_per_ttl(clock: ManualClock) -> None:
     assert [c["is_latest_version"] for c in sys_db.claims] == [True] * 20
     # A new version registered elsewhere: seen once the answer is older than the TTL.
     sys_db.latest = False
-    clock.now += _PromptClaims.LATEST_VERSION_TTL_S
+    clock.now += PromptClaims.LATEST_VERSION_TTL_S
     claim(sys_db)
     assert sys_db.asked == ["v1", "v1"] and sys_db.claims[-1]["is_latest_version"] is False
 
 
 def test_a_caller_answer_or_another_version_or_queue_is_respected(clock: ManualClock) -> None:
     sys_db = SysDb()
-    _PromptClaims(Dbos(sys_db))
+    PromptClaims(Dbos(sys_db))
     claim(sys_db, is_latest_version=False)  # DBOS's own answer (a sharded store) stands
     assert sys_db.asked == [] and sys_db.claims[-1]["is_latest_version"] is False
     claim(sys_db, version="v1")

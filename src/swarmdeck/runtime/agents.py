@@ -12,7 +12,7 @@ from swarmdeck.errors import UsageError
 from swarmdeck.plugins.aliases import resolve_tool, resolve_tools
 from swarmdeck.plugins.definitions import AgentDef
 from swarmdeck.plugins.tiers import PluginSet, base_agent
-from swarmdeck.runtime.host import SessionRequest
+from swarmdeck.runtime.request import SessionRequest
 from swarmdeck.tools.builtins.control import CONTROL_TOOLS
 from swarmdeck.tools.builtins.skills import LOAD_SKILL
 

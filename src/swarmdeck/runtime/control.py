@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
 from swarmdeck.errors import ToolError
-from swarmdeck.runtime import steps, tree
+from swarmdeck.runtime import tree
 from swarmdeck.runtime.crashpoints import crash_point
+from swarmdeck.runtime.durable import Durable
+from swarmdeck.runtime.status import set_status
 from swarmdeck.tools.builtins.control import BROADCAST_TOOL, CONTROL_TOOLS
-
-if TYPE_CHECKING:
-    from swarmdeck.runtime.session import SessionLoop
 
 Outcome = tuple[str, bool]
 ANSWER_WAIT_SECONDS = 3600.0
@@ -26,6 +25,22 @@ ANSWER_WAIT_SECONDS = 3600.0
 WAIT_KINDS = ["user"]
 
 _TOOLS = {t.name: t for t in (*CONTROL_TOOLS, BROADCAST_TOOL)}
+
+
+class LoopState(Protocol):
+    """What the control tools read and change of the session loop that runs them."""
+
+    d: Durable
+    sid: str
+    turn: int
+    offered: set[str]
+    cron: dict[str, Any] | None
+
+    async def drain(
+        self, kinds: list[str] | None, record: bool = True, wake: bool = False
+    ) -> list[dict[str, Any]]:
+        """Take pending inbox messages of these kinds (durably, once)."""
+        ...
 
 
 def format_children(rows: list[dict[str, Any]]) -> str:
@@ -46,7 +61,7 @@ def format_children(rows: list[dict[str, Any]]) -> str:
 class ControlTools:
     """The control tools of one session loop."""
 
-    def __init__(self, loop: SessionLoop) -> None:
+    def __init__(self, loop: LoopState) -> None:
         self.loop = loop
         self.d = loop.d
         self.sid = loop.sid
@@ -208,11 +223,11 @@ class ControlTools:
         return json.dumps(rows, ensure_ascii=False), False
 
     async def ask_user(self, args: Any, _key: str) -> Outcome:
-        await self.d.step("status", steps.set_status, self.sid, "input_required")
+        await self.d.step("status", set_status, self.sid, "input_required")
         while True:
             answers = await self.loop.drain(["answer"], record=False, wake=True)
             if answers:
                 break
             await self.d.recv("doorbell", ANSWER_WAIT_SECONDS)
-        await self.d.step("status", steps.set_status, self.sid, "running")
+        await self.d.step("status", set_status, self.sid, "running")
         return f"the user answered: {answers[0]['payload']['text']}", False

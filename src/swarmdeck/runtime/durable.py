@@ -1,9 +1,15 @@
-"""What the session loop needs from a durable engine; runtime/engine.py provides it on DBOS."""
+"""What the session loop needs from a durable engine; runtime/engine/ provides it on DBOS."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
+
+# What a session's workflow returns when its generation continues in a new workflow, and
+# when an execution was taken over (the session itself runs on elsewhere): the engine
+# follows both to the session's real end.
+ROLLED_OVER = "rolled_over"
+SUPERSEDED = "superseded"
 
 
 class Durable(Protocol):
@@ -11,7 +17,7 @@ class Durable(Protocol):
 
     A generation's start, LLM turns and tool calls do not go through `step`: they journal
     themselves in the catalog under idempotent keys (the generation's number, `turn:N`,
-    `tool:N:ID`; see steps.llm_turn), and that entry is their record. Recording them here
+    `tool:N:ID`; see turn.llm_turn), and that entry is their record. Recording them here
     as well would write each twice. Everything else whose result steers the workflow's
     path (drains, waits, children, the clock) is a step here.
     """
@@ -53,3 +59,9 @@ class Durable(Protocol):
         """Continue this session (now in `generation`) in a fresh workflow (bounded step
         logs for long sessions)."""
         ...
+
+
+# One generation of a session, run on the engine's durable primitives: (session id,
+# generation, primitives) -> {status, reason}. The session loop is one; the engine runs
+# whichever its host gives it.
+SessionRunner = Callable[[str, int, Durable], Awaitable[dict[str, Any]]]

@@ -7,10 +7,9 @@ import asyncio
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from swarmdeck.catalog.catalog import Catalog
 from swarmdeck.catalog.ids import new_session_id
 from swarmdeck.catalog.liveness import WorkerRow
 from swarmdeck.catalog.records import EventRecord, SessionRecord
@@ -18,8 +17,13 @@ from swarmdeck.catalog.workers import WorkerRegistry
 from swarmdeck.config import Settings, load_settings
 from swarmdeck.errors import MissingKeyError, TaskRefusedError, UsageError
 from swarmdeck.runtime.crashpoints import crash_point
-from swarmdeck.runtime.engine import Engine, ring_offline, workflow_id
+from swarmdeck.runtime.engine import Engine
+from swarmdeck.runtime.engine.workflow import cancel_offline, ring_offline
+from swarmdeck.runtime.request import SessionRequest
 from swarmdeck.runtime.services import Services
+from swarmdeck.runtime.session import run_session
+from swarmdeck.runtime.tree import cancel_tree, mark_cancelled
+from swarmdeck.runtime.workflow_ids import workflow_id
 from swarmdeck.tools.base import Tool
 from swarmdeck.tools.toolsets import SessionScope
 from swarmdeck.workspace.rundir import RunDir
@@ -42,22 +46,6 @@ def _restore_default_executor() -> None:
     except RuntimeError:
         return
     loop.set_default_executor(ThreadPoolExecutor())
-
-
-@dataclass
-class SessionRequest:
-    """What a new session needs."""
-
-    task: str
-    model: str
-    workdir: Path
-    mode: str = "agent"
-    title: str | None = None
-    system_message: str | None = None
-    tool_names: list[str] | None = None
-    options: dict[str, Any] = field(default_factory=dict)
-    session_id: str | None = None
-    agent: str | None = None
 
 
 class Host:
@@ -89,7 +77,7 @@ class Host:
     def lease(self) -> Engine:
         """This process's executor, registered with a live lease (the engine not launched)."""
         if self.engine is None:
-            self.engine = Engine(self.services, self.role, self.serve_queue)
+            self.engine = Engine(self.services, run_session, self.role, self.serve_queue)
         self.engine.register()
         return self.engine
 
@@ -242,16 +230,12 @@ class Host:
 
     async def cancel(self, session_id: str, reason: str = "cancelled by the user") -> list[str]:
         """Cancel a session and all its descendants."""
-        from swarmdeck.runtime.tree import cancel_tree
-
         self.launch()
         return await cancel_tree(session_id, reason)
 
     def cancel_offline(self, session_id: str, reason: str = "cancelled by the user") -> list[str]:
         """cancel() without launching the engine here (a TUI, a planner's tool): the same
         tree, stopped through DBOS's client."""
-        from swarmdeck.runtime.tree import cancel_tree_offline
-
         return cancel_tree_offline(self.catalog, self.settings, session_id, reason)
 
     async def continue_session(self, session_id: str, text: str) -> None:
@@ -330,3 +314,16 @@ class Host:
             if finished and not batch:
                 return
             await asyncio.sleep(FOLLOW_POLL_SECONDS)
+
+
+def cancel_tree_offline(
+    catalog: Catalog, settings: Settings, session_id: str, reason: str
+) -> list[str]:
+    """cancel_tree from a process that runs no engine (the TUI): the catalog records the
+    cancel, and DBOS's client stops the workflows and rings the doorbells, so the process
+    that runs them stops now instead of at its worker's next look. Returns the ids."""
+    live, told = mark_cancelled(session_id, reason, True, catalog)
+    flows = [workflow_id(i, catalog.get_session(i).generation) for i in live]
+    wake = flows + ([workflow_id(told, catalog.get_session(told).generation)] if told else [])
+    cancel_offline(settings, catalog.engine, flows, wake)
+    return live

@@ -4,6 +4,8 @@ the engine seam: they never import the runtime or DBOS."""
 from __future__ import annotations
 
 from swarmdeck.runtime.services import EngineOps
+from swarmdeck.runtime.tree import cancel_tree
+from swarmdeck.runtime.workflow_ids import session_of_workflow, workflow_id
 from swarmdeck.tools.builtins.mgmt.ops import EngineRun, HistoryRemoved
 
 
@@ -15,8 +17,6 @@ class RuntimeMgmtOps:
 
     async def ended_runs(self) -> list[EngineRun]:
         """Every ended session workflow the engine keeps."""
-        from swarmdeck.runtime.engine import session_of_workflow
-
         out = []
         for wf, status, ended_at in await self.engine.ended_workflows():
             session_id, generation = session_of_workflow(wf)
@@ -25,8 +25,6 @@ class RuntimeMgmtOps:
 
     def runs_of(self, generations: dict[str, int]) -> list[str]:
         """Workflow ids of every generation of these sessions."""
-        from swarmdeck.runtime.engine import workflow_id
-
         return [workflow_id(sid, g) for sid, last in generations.items() for g in range(last + 1)]
 
     async def history_size(self, workflow_ids: list[str]) -> HistoryRemoved:
@@ -47,6 +45,4 @@ class RuntimeMgmtOps:
 
     async def terminate(self, session_id: str, reason: str) -> list[str]:
         """Cancel a session tree, as the operator (not as a step of the asking workflow)."""
-        from swarmdeck.runtime.tree import cancel_tree
-
         return await self.engine.outside_workflow(cancel_tree, session_id, reason)

@@ -10,11 +10,23 @@ from typing import Any
 
 from swarmdeck.catalog import fence
 from swarmdeck.catalog.fence import Fenced
-from swarmdeck.runtime import steps, tree
+from swarmdeck.runtime import tree
+from swarmdeck.runtime.budget import check_budget
 from swarmdeck.runtime.control import ControlTools
-from swarmdeck.runtime.durable import Durable
+from swarmdeck.runtime.durable import ROLLED_OVER, SUPERSEDED, Durable
+from swarmdeck.runtime.events import append_event, drop_old_generations, last_model_text
+from swarmdeck.runtime.execution import begin_execution
 from swarmdeck.runtime.services import services
+from swarmdeck.runtime.status import Ending, describe_error, end_session, set_status
+from swarmdeck.runtime.tool_calls import (
+    SUBMIT_RESULT,
+    record_result,
+    run_check,
+    submit_result,
+    tool_call,
+)
 from swarmdeck.runtime.traced import session_span, tool_span
+from swarmdeck.runtime.turn import llm_turn, mail_waiting
 
 DEFAULT_MAX_TURNS = 50
 MAX_RESULT_ATTEMPTS = 3
@@ -27,15 +39,13 @@ BATCH_MAX_SECONDS = 2.0
 TURN_INBOX_KINDS = ["user", "child_update"]
 # The session option naming a kind of session that a registered driver runs (Services).
 KIND_OPTION = "kind"
-# What an execution that was taken over returns (the session itself runs on elsewhere).
-SUPERSEDED = "superseded"
 # The notice a session that waits between turns leaves when a wake-up used max_turns.
 CAP_NOTICE = "turn_cap"
 
 
 async def run_session(session_id: str, generation: int, d: Durable) -> dict[str, Any]:
     """Drive one generation of a session to its end; returns {status, reason}."""
-    info, epoch = await steps.begin_execution(session_id, generation)
+    info, epoch = await begin_execution(session_id, generation)
     # This execution's writes to the session land only while its epoch holds (fence.py).
     fence.enter(session_id, epoch)
     if info["terminal"]:
@@ -74,8 +84,8 @@ async def _run_kind(
         f"no driver for sessions of kind {kind!r} in this process: run it with the swarmdeck "
         "command (`swarmdeck worker`, `swarmdeck sessions resume`) or an SDK Swarm"
     )
-    ending = steps.Ending("failed", "", error, "internal_error", generation)
-    await steps.end_session(session_id, info.get("parent_id") is not None, ending)
+    ending = Ending("failed", "", error, "internal_error", generation)
+    await end_session(session_id, info.get("parent_id") is not None, ending)
     return {"status": "failed", "reason": "internal_error"}
 
 
@@ -121,7 +131,7 @@ class SessionLoop:
         elif self.resume_resting:
             # A one-shot session resumed after its end could not be recorded: the model
             # had finished, so it ends now, without being asked again.
-            self.last_text = await self.d.step("last_text", steps.last_model_text, self.sid)
+            self.last_text = await self.d.step("last_text", last_model_text, self.sid)
             return await self.end("completed", None, "model_done")
         while True:
             if self.turn_cap_reached():
@@ -134,8 +144,8 @@ class SessionLoop:
             ended = await self.check_budget()
             if ended:
                 return ended
-            # Turns and tool calls journal themselves in the catalog (see steps.llm_turn).
-            reply = await steps.llm_turn(self.sid, self.turn, self.generation, TURN_INBOX_KINDS)
+            # Turns and tool calls journal themselves in the catalog (see llm_turn).
+            reply = await llm_turn(self.sid, self.turn, self.generation, TURN_INBOX_KINDS)
             self.iterations += 1
             if "ended" in reply:
                 # Ended from outside (cancelled): whoever ended it recorded why.
@@ -154,7 +164,7 @@ class SessionLoop:
                 # (llm_turn takes them in), so a sub-agent hears its parent before it.
                 continue
             if not self.waits_between_turns:
-                if await steps.mail_waiting(self.sid, self.turn, self.generation, ["user"]):
+                if await mail_waiting(self.sid, self.turn, self.generation, ["user"]):
                     continue  # a message arrived while the model finished: the turn takes it
                 return await self.end("completed", None, "model_done")
             rolled = await self.rest()
@@ -184,13 +194,13 @@ class SessionLoop:
         )
         payload = {"what": CAP_NOTICE, "reason": text, "wait_s": 0, "text": text}
         key = f"cap:g{self.generation}:t{self.turn}"
-        await self.d.step("cap", steps.append_event, self.sid, key, "notice", payload)
+        await self.d.step("cap", append_event, self.sid, key, "notice", payload)
         return await self.rest()
 
     async def check_budget(self) -> dict[str, Any] | None:
         """The budgets, checked at every turn boundary."""
         if self.budgeted:
-            exceeded = await self.d.step("budget", steps.check_budget, self.sid)
+            exceeded = await self.d.step("budget", check_budget, self.sid)
             if exceeded:
                 return await self.end("budget_exceeded", exceeded, "budget")
         return None
@@ -200,11 +210,11 @@ class SessionLoop:
         submitted = False
         for call in calls:
             name = call["name"]
-            if name == steps.SUBMIT_RESULT and name in self.offered:
+            if name == SUBMIT_RESULT and name in self.offered:
                 tries_left = MAX_RESULT_ATTEMPTS - self.rejected - 1
                 with tool_span(self.sid, call, "idempotent") as span:
                     outcome = await self.d.step(
-                        "submit_result", steps.submit_result, self.sid, self.turn, call, tries_left
+                        "submit_result", submit_result, self.sid, self.turn, call, tries_left
                     )
                     span.finished(outcome["content"], outcome["is_error"])
                 submitted = submitted or outcome["accepted"]
@@ -213,9 +223,9 @@ class SessionLoop:
                 with tool_span(self.sid, call, self.control.effect(name)) as span:
                     content, is_error = await self.control.run(name, call)
                     span.finished(content, is_error)
-                await steps.record_result(self.sid, self.turn, call, content, is_error)
+                await record_result(self.sid, self.turn, call, content, is_error)
             else:
-                await steps.tool_call(self.sid, self.turn, call)
+                await tool_call(self.sid, self.turn, call)
         return submitted
 
     async def drain(
@@ -235,7 +245,7 @@ class SessionLoop:
         the session stays idle. It still counts as an iteration, since its steps fill this
         generation's log like a turn's do.
         """
-        await self.d.step("status", steps.set_status, self.sid, "idle")
+        await self.d.step("status", set_status, self.sid, "idle")
         while True:
             if await self.drain(None, wake=True):
                 # They came while the session was busy, maybe in the middle of a burst
@@ -254,7 +264,7 @@ class SessionLoop:
             timeout = self.cron["next_at"] - now if self.cron else IDLE_RECV_SECONDS
             if await self.d.recv("doorbell", timeout) is not None:
                 await self.collect_batch()
-        await self.d.step("status", steps.set_status, self.sid, "running")
+        await self.d.step("status", set_status, self.sid, "running")
         return True
 
     async def collect_batch(self) -> None:
@@ -282,7 +292,7 @@ class SessionLoop:
         self.cron = {**self.cron, "next_at": fired_at + (missed + 1) * interval}
         found = None
         if self.cron.get("check"):
-            found = await self.d.step("cron_check", steps.run_check, self.sid, self.cron, fired_at)
+            found = await self.d.step("cron_check", run_check, self.sid, self.cron, fired_at)
             if found["quiet"]:
                 self.cron["quiet_ticks"] = int(self.cron.get("quiet_ticks", 0)) + 1
                 await self.d.step("cron_next", tree.set_cron, self.sid, self.cron)
@@ -292,7 +302,7 @@ class SessionLoop:
         if found is not None:
             text += f"\n{self.cron['check']} found:\n{found['content']}"
         await self.d.step(
-            "timer", steps.append_event, self.sid, f"cron:{fired_at}", "timer", {"text": text}
+            "timer", append_event, self.sid, f"cron:{fired_at}", "timer", {"text": text}
         )
         return True
 
@@ -300,9 +310,9 @@ class SessionLoop:
         """Continue in a fresh workflow; the catalog keeps the whole history. A system agent
         also drops the engine history of its generations before this one."""
         if self.options.get("system_agent"):
-            await self.d.step("drop_history", steps.drop_old_generations, self.sid, self.generation)
+            await self.d.step("drop_history", drop_old_generations, self.sid, self.generation)
         await self.d.restart_as_new(self.sid, self.generation)
-        return {"status": "rolled_over", "reason": "rollover"}
+        return {"status": ROLLED_OVER, "reason": "rollover"}
 
     async def end(self, status: str, error: str | None, reason: str) -> dict[str, Any]:
         """Record how the session ended and tell its parent.
@@ -310,8 +320,8 @@ class SessionLoop:
         Not an engine step: every part of it is idempotent, and nothing follows it but the
         workflow's return, so a rerun after a crash repeats nothing and decides nothing.
         """
-        ending = steps.Ending(status, self.last_text, error, reason, self.generation)
-        await steps.end_session(self.sid, self.has_parent, ending)
+        ending = Ending(status, self.last_text, error, reason, self.generation)
+        await end_session(self.sid, self.has_parent, ending)
         return {"status": status, "reason": reason}
 
     async def fail(self, exc: Exception) -> dict[str, Any]:
@@ -321,12 +331,12 @@ class SessionLoop:
         is recorded without the text: a session must never be left `running` with no
         workflow. `sessions resume` then runs it again.
         """
-        error = steps.describe_error(exc)
+        error = describe_error(exc)
         try:
             return await self.end("failed", error, "internal_error")
         except Fenced:
             raise  # another execution owns the session: it records the end
         except Exception as again:
             self.last_text = ""
-            why = f"{error}; recorded without its final text: {steps.describe_error(again)}"
+            why = f"{error}; recorded without its final text: {describe_error(again)}"
             return await self.end("failed", why, "internal_error")

@@ -14,8 +14,9 @@ from swarmdeck.catalog.records import (
     SessionRecord,
     system_session_id,
 )
-from swarmdeck.config import Settings
+from swarmdeck.runtime.agents import agent_session
 from swarmdeck.runtime.crashpoints import crash_point
+from swarmdeck.runtime.history import CONVERSATION_KINDS
 from swarmdeck.runtime.services import EngineOps, services
 from swarmdeck.runtime.traced import child_trace_options
 
@@ -90,8 +91,6 @@ def _child_spec(parent: SessionRecord, args: dict[str, Any]) -> tuple[dict[str, 
     }
     name = args.get("agent_name")
     if name:
-        from swarmdeck.runtime.agents import agent_session
-
         plugin_set = services().session_plugins(parent)
         agent = plugin_set.agent(name)
         if agent is None:
@@ -270,8 +269,6 @@ def wait_look(
 def model_resting(session_id: str) -> bool:
     """True when the model ended its last turn, or the turn cap ended its wake-up, and
     nothing came after it to answer."""
-    from swarmdeck.runtime.history import CONVERSATION_KINDS
-
     last = services().catalog.last_event(session_id, [*CONVERSATION_KINDS, "notice"])
     if last is not None and last.kind == "notice":
         return last.payload.get("what") == "turn_cap"
@@ -284,7 +281,7 @@ async def cancel_tree(session_id: str, reason: str, tell_parent: bool = True) ->
     The parent of the cancelled session is told (unless it asked for the cancel itself),
     so a parent waiting for its sub-agents wakes up instead of waiting for its timeout.
     """
-    live, told = await asyncio.to_thread(_mark_cancelled, session_id, reason, tell_parent)
+    live, told = await asyncio.to_thread(mark_cancelled, session_id, reason, tell_parent)
     await _ops().cancel(live)
     for sid in live:
         # A workflow resting on its doorbell only notices the cancel at its next step:
@@ -295,7 +292,7 @@ async def cancel_tree(session_id: str, reason: str, tell_parent: bool = True) ->
     return live
 
 
-def _mark_cancelled(
+def mark_cancelled(
     session_id: str, reason: str, tell_parent: bool, catalog: Catalog | None = None
 ) -> tuple[list[str], str | None]:
     """Record the cancel of a session and its live descendants; returns their ids, and the
@@ -322,22 +319,7 @@ def _mark_cancelled(
 def cancel_in_catalog(catalog: Catalog, session_id: str, reason: str) -> list[str]:
     """Cancel a session tree in the catalog alone, from a process without an engine; the
     workers that run its sessions stop their workflows. Returns the ids cancelled."""
-    return _mark_cancelled(session_id, reason, True, catalog)[0]
-
-
-def cancel_tree_offline(
-    catalog: Catalog, settings: Settings, session_id: str, reason: str
-) -> list[str]:
-    """cancel_tree from a process that runs no engine (the TUI): the catalog records the
-    cancel, and DBOS's client stops the workflows and rings the doorbells, so the process
-    that runs them stops now instead of at its worker's next look. Returns the ids."""
-    from swarmdeck.runtime.engine import cancel_offline, workflow_id
-
-    live, told = _mark_cancelled(session_id, reason, True, catalog)
-    flows = [workflow_id(i, catalog.get_session(i).generation) for i in live]
-    wake = flows + ([workflow_id(told, catalog.get_session(told).generation)] if told else [])
-    cancel_offline(settings, catalog.engine, flows, wake)
-    return live
+    return mark_cancelled(session_id, reason, True, catalog)[0]
 
 
 def set_cron(session_id: str, cron: dict[str, Any] | None) -> None:

@@ -20,10 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from swarmdeck.catalog.fence import Fenced
-from swarmdeck.runtime import steps, tree
+from swarmdeck.runtime import tree
 from swarmdeck.runtime.crashpoints import crash_point
 from swarmdeck.runtime.durable import Durable
-from swarmdeck.swarm import phases
+from swarmdeck.runtime.events import append_event
+from swarmdeck.runtime.status import Ending, describe_error, end_session
+from swarmdeck.runtime.turn import llm_turn
+from swarmdeck.swarm import members, phases, planning
 from swarmdeck.swarm.merge import merge
 from swarmdeck.swarm.prompts import aggregate_message
 from swarmdeck.swarm.spec import SPEC_OPTION, SwarmSpec
@@ -111,20 +114,20 @@ class Coordinator:
             if stored is not None:
                 return {"plan": stored}
         if self.spec.plan is not None:
-            given = await self.d.step("plan", phases.accept_given_plan, self.sid)
+            given = await self.d.step("plan", planning.accept_given_plan, self.sid)
             if "error" in given:
                 return {"verdict": "malformed", "error": f"the plan file: {given['error']}"}
             return {"plan": given["plan"]}
         error = "no plan was submitted"
         for attempt in range(MAX_PLAN_ATTEMPTS):
-            reply = await steps.llm_turn(self.sid, self.turn, self.generation, TURN_INBOX)
+            reply = await llm_turn(self.sid, self.turn, self.generation, TURN_INBOX)
             if "ended" in reply:
                 return {"ended": {"status": reply["ended"]["status"], "reason": "cancelled"}}
             if "error" in reply:
                 return {"verdict": "error", "error": f"the coordinator's model: {reply['error']}"}
             tries_left = MAX_PLAN_ATTEMPTS - attempt - 1
             checked = await self.d.step(
-                "plan_check", phases.check_plan_turn, self.sid, self.turn, reply, tries_left
+                "plan_check", planning.check_plan_turn, self.sid, self.turn, reply, tries_left
             )
             self.turn += 1
             if checked["plan"] is not None:
@@ -139,7 +142,7 @@ class Coordinator:
         or abort by the team's policy; until every member is done or the swarm times out."""
         self.runs = [MemberRun(dict(m)) for m in plan["members"]]
         self.peers = [
-            [m["role"], m["mode"], phases.member_session_id(self.sid, m["index"], m["role"], 0)]
+            [m["role"], m["mode"], members.member_session_id(self.sid, m["index"], m["role"], 0)]
             for m in plan["members"]
         ]
         while True:
@@ -210,7 +213,7 @@ class Coordinator:
         dependencies = [d.final for d in self._deps(run) if d.final]
         spawned = await self.d.step(
             "spawn",
-            phases.spawn_member,
+            members.spawn_member,
             self.sid,
             run.member,
             run.attempt,
@@ -221,7 +224,7 @@ class Coordinator:
         if spawned.get("error"):
             run.final = await self.d.step(
                 "member_end",
-                phases.skip_member,
+                members.skip_member,
                 self.sid,
                 run.member,
                 spawned["error"],
@@ -254,7 +257,7 @@ class Coordinator:
         assert run.session_id is not None
         outcome = await self.d.step(
             "member_end",
-            phases.member_outcome,
+            members.member_outcome,
             self.sid,
             run.member,
             run.attempt,
@@ -292,7 +295,7 @@ class Coordinator:
             run.state, run.retry_at, run.final = "retry", retry_at, None
             return
         if policy.on_all_failed == "reassign" and not run.reassigned:
-            moved = await self.d.step("reassign", phases.reassigned, self.sid, run.member)
+            moved = await self.d.step("reassign", members.reassigned, self.sid, run.member)
             run.reassigned = True
             if moved is not None:
                 run.member = moved
@@ -332,7 +335,7 @@ class Coordinator:
 
     async def skip(self, run: MemberRun, why: str) -> None:
         """A member that will not run."""
-        run.final = await self.d.step("member_skip", phases.skip_member, self.sid, run.member, why)
+        run.final = await self.d.step("member_skip", members.skip_member, self.sid, run.member, why)
         run.state = "done"
 
     # -- aggregate ------------------------------------------------------------------------
@@ -362,9 +365,9 @@ class Coordinator:
         await self.d.step("drain", tree.drain_inbox, self.sid, claim, TURN_INBOX, True)
         message = aggregate_message(outcomes, plan["dropped"])
         key = f"{phases.OWN_INPUT_KEY}aggregate"
-        await self.d.step("aggregate", steps.append_event, self.sid, key, "user", {"text": message})
+        await self.d.step("aggregate", append_event, self.sid, key, "user", {"text": message})
         crash_point("swarm.aggregating")
-        reply = await steps.llm_turn(self.sid, self.turn, self.generation, TURN_INBOX)
+        reply = await llm_turn(self.sid, self.turn, self.generation, TURN_INBOX)
         self.turn += 1
         if "ended" in reply:
             return {"status": reply["ended"]["status"], "reason": "cancelled"}
@@ -382,8 +385,8 @@ class Coordinator:
         await self.d.step("swarm_result", phases.record_swarm_result, self.sid, doc)
         status = "completed" if verdict in ("completed", "partial") else "failed"
         failure = error if status == "failed" else None
-        ending = steps.Ending(status, text, failure, f"swarm_{verdict}", self.generation)
-        await steps.end_session(self.sid, self.has_parent, ending)
+        ending = Ending(status, text, failure, f"swarm_{verdict}", self.generation)
+        await end_session(self.sid, self.has_parent, ending)
         return {"status": status, "reason": ending.reason}
 
 
@@ -397,7 +400,7 @@ async def run_swarm(d: Durable, session_id: str, info: dict[str, Any]) -> dict[s
     except Exception as exc:
         # A bug, or a step that failed for good: end where everyone can see it, never
         # leave the swarm `running` with no workflow behind it.
-        error = steps.describe_error(exc)
-        ending = steps.Ending("failed", "", error, "internal_error", coordinator.generation)
-        await steps.end_session(session_id, coordinator.has_parent, ending)
+        error = describe_error(exc)
+        ending = Ending("failed", "", error, "internal_error", coordinator.generation)
+        await end_session(session_id, coordinator.has_parent, ending)
         return {"status": "failed", "reason": "internal_error"}

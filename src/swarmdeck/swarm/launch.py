@@ -19,9 +19,10 @@ from swarmdeck.runtime.host import SessionRequest
 from swarmdeck.runtime.services import Services
 from swarmdeck.runtime.session import KIND_OPTION
 from swarmdeck.swarm.coordinator import run_swarm
-from swarmdeck.swarm.phases import SUBMIT_PLAN, plan_context
+from swarmdeck.swarm.phases import SUBMIT_PLAN
 from swarmdeck.swarm.plan import PlanError, accept, members_of
 from swarmdeck.swarm.plan_tool import SUBMIT_PLAN_TOOL
+from swarmdeck.swarm.planning import plan_context
 from swarmdeck.swarm.prompts import coordinator_prompt
 from swarmdeck.swarm.routing import Routing
 from swarmdeck.swarm.settings import load_swarm_settings

@@ -16,7 +16,7 @@ from swarmdeck.views.prefixes import shortest_prefixes
 
 # What an inspector shows of an artifact before a person asks for the whole of it.
 PREVIEW_BYTES = 4000
-# The options that cap a session (see runtime/steps.py BUDGET_KEYS and max_turns).
+# The options that cap a session (see runtime/budget.py BUDGET_KEYS and max_turns).
 BUDGET_OPTIONS = ("max_turns", "max_turns_total", "max_tokens", "max_cost")
 
 

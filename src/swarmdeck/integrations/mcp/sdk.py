@@ -7,8 +7,8 @@ import functools
 from types import SimpleNamespace
 from typing import Any
 
-from swarmdeck import __version__
 from swarmdeck.errors import ConfigError
+from swarmdeck.version import __version__
 
 INSTALL_HINT = "install the extra: pip install 'swarmdeck[mcp]'"
 

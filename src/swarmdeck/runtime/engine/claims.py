@@ -1,0 +1,169 @@
+"""Serving the fleet's queue: its registration before DBOS's queue manager first looks,
+and claims from it at once, within its limits, beside DBOS's queue thread."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from dbos import DBOS
+from dbos._core import execute_dequeued_workflow
+from dbos._utils import GlobalParams, generate_uuid
+
+from swarmdeck.runtime.engine.workflow import REGISTER_WAIT_S, SESSIONS_QUEUE
+
+log = logging.getLogger(__name__)
+
+
+def launch_serving(register: Callable[[], None]) -> None:
+    """DBOS.launch, with the fleet's queue registered before DBOS's queue manager first
+    looks for queues.
+
+    The manager (dbos._queue.queue_thread) lists the store's queues as it starts and then
+    once a second (a fixed check interval), starting a worker thread for each new one. A
+    queue registered after launch, as it must be on a fresh store (the tables and the row
+    exist only once launch migrated them), was served only at the manager's next look: up
+    to a second in which nothing on the fleet's queue started (a taken-over session, one
+    beyond the prompt claim's limit). So the registration runs at the head of the
+    manager's own thread, after migrations and before its first look. Where this DBOS
+    names its manager otherwise, the queue is registered after launch, as before.
+    """
+    import dbos._dbos as dbos_module
+
+    def register_off_loop() -> None:
+        # DBOS refuses its blocking calls on a thread with a running loop, and launch may
+        # be called from async code: register from a thread of its own.
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(register).result()
+
+    manager = getattr(dbos_module, "queue_thread", None)
+    if manager is None:
+        DBOS.launch()
+        register_off_loop()
+        return
+    registered = threading.Event()
+    failed: list[BaseException] = []
+
+    def register_then_manage(stop_event: threading.Event, dbos: Any) -> None:
+        try:
+            register()
+        except BaseException as exc:  # raised again by launch, on its caller's thread
+            failed.append(exc)
+        finally:
+            registered.set()
+        manager(stop_event, dbos)
+
+    dbos_module.queue_thread = register_then_manage
+    try:
+        DBOS.launch()
+    finally:
+        dbos_module.queue_thread = manager
+    if not registered.wait(REGISTER_WAIT_S):
+        # The manager never started (a DBOS that launched no queue thread): as before.
+        register_off_loop()
+    if failed:
+        raise failed[0]
+
+
+class PromptClaims:
+    """Claims from the fleet's queue at once, beside DBOS's queue thread, within the queue's
+    per-worker and global concurrency.
+
+    Both claim through DBOS's `start_queued_workflows`: the global limit it checks in the
+    claim's own transaction; the per-worker one from the running count its caller passes.
+    Two callers in one process could each pass a count that misses the other's claims (a
+    claimed workflow counts as running only once it was dispatched), so every claim on the
+    fleet's queue is wrapped here: under one lock, and counting the claims of the last
+    second not yet seen running (over-counting only defers a claim to the next poll).
+    """
+
+    RECENT_S = 1.0
+    # Whether this worker runs the application's latest version (which decides if it may
+    # take version-less workflows) is asked at most this often, not at every claim: DBOS
+    # builds and compiles a union of subqueries for it each time, which was most of a
+    # claim's CPU (two workers polling every 50 ms: 1.7 s of 26 s of their GIL time). A
+    # version registered since is seen this much later, as DBOS's queue thread already
+    # does for a sharded store (once a poll).
+    LATEST_VERSION_TTL_S = 5.0
+
+    def __init__(self, dbos: Any) -> None:
+        self.dbos = dbos
+        self.sys_db = dbos._sys_db
+        self._claim = self.sys_db.start_queued_workflows
+        self._lock = threading.Lock()
+        self._recent: dict[str, float] = {}
+        self._latest: tuple[str, float, bool] | None = None
+        self.sys_db.start_queued_workflows = self._locked_claim
+
+    def _locked_claim(
+        self,
+        queue: Any,
+        executor_id: str,
+        app_version: str,
+        partition_key: str | None,
+        local_running_count: int = 0,
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
+        if queue.name != SESSIONS_QUEUE:
+            return self._claim(
+                queue, executor_id, app_version, partition_key, local_running_count, *args, **kwargs
+            )
+        with self._lock:
+            running = max(local_running_count, self._running())
+            if kwargs.get("is_latest_version") is None:
+                kwargs["is_latest_version"] = self._is_latest(app_version)
+            ids, reason = self._claim(
+                queue, executor_id, app_version, partition_key, running, *args, **kwargs
+            )
+            now = time.monotonic()
+            self._recent.update(dict.fromkeys(ids, now))
+            return ids, reason
+
+    def _is_latest(self, app_version: str) -> bool:
+        """DBOS's latest-version answer, asked again after LATEST_VERSION_TTL_S (caller
+        holds the lock)."""
+        now = time.monotonic()
+        if self._latest is None or self._latest[0] != app_version or now > self._latest[1]:
+            latest = self.sys_db._is_latest_version(app_version)
+            self._latest = (app_version, now + self.LATEST_VERSION_TTL_S, latest)
+        return self._latest[2]
+
+    def _running(self) -> int:
+        """This process's sessions on the fleet's queue, with those claimed but not yet
+        dispatched (caller holds the lock)."""
+        active = self.dbos._active_workflows_set
+        now = time.monotonic()
+        running_ids = set(active.activeList())
+        self._recent = {
+            wf: at
+            for wf, at in self._recent.items()
+            if now - at < self.RECENT_S and wf not in running_ids
+        }
+        return active.count_for_queue(SESSIONS_QUEUE) + len(self._recent)
+
+    def claim_now(self) -> int:
+        """Claim what the fleet's queue holds, as far as its limits allow, and start it here;
+        returns how many started. Left to the queue thread where the queue has partition
+        limits or the store is sharded (DBOS's thread handles those)."""
+        queue = self.sys_db.get_queue(SESSIONS_QUEUE)
+        if queue is None or queue._has_partition_limits() or self.sys_db.sharded:
+            return 0
+        owner = generate_uuid()
+        ids, _reason = self.sys_db.start_queued_workflows(
+            queue, GlobalParams.executor_id, GlobalParams.app_version, None, 0, owner_xid=owner
+        )
+        if not ids:
+            return 0
+        found = {s["workflow_uuid"]: s for s in self.sys_db.get_workflow_statuses(ids)}
+        for wf in ids:
+            status = found.get(wf) or self.sys_db.get_workflow_status(wf)
+            if status is None:
+                log.warning("claimed workflow %s has no status; recovery will find it", wf)
+                continue
+            execute_dequeued_workflow(self.dbos, status, owner)
+        return len(ids)

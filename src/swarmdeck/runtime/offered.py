@@ -1,0 +1,119 @@
+"""What a session's model is offered: its tools (its mode's, its skills', its toolsets'),
+its skills, and the context each tool call runs with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from swarmdeck.catalog.records import SessionRecord
+from swarmdeck.plugins.aliases import resolve_tools
+from swarmdeck.plugins.definitions import SkillDef
+from swarmdeck.runtime.catalog_io import catalog_write
+from swarmdeck.runtime.mgmt_ops import RuntimeMgmtOps
+from swarmdeck.runtime.services import services
+from swarmdeck.tools.base import READ_ONLY_MODES, Tool, ToolContext
+from swarmdeck.tools.builtins.skills import LOAD_SKILL
+from swarmdeck.tools.toolsets import SessionScope
+from swarmdeck.workspace.gitdirs import git_dirs_outside
+
+
+def session_skills(record: SessionRecord, loaded: list[str]) -> list[str]:
+    """The skills in force for a turn: the agent's preloaded ones, then those loaded."""
+    preloaded = list(record.options.get("skills") or [])
+    return preloaded + [s for s in loaded if s not in preloaded]
+
+
+def offered_tools(
+    record: SessionRecord, skills: list[str] | None = None, extra: list[Tool] | None = None
+) -> list[Tool]:
+    """The tools this session's model is shown: its mode's, narrowed by its tool_names,
+    those of its toolsets (`extra`: its MCP servers'), and those its skills bring (still
+    only the mode's)."""
+    svc = services()
+    tools = svc.tools.for_mode(record.mode, record.tool_names)
+    if extra:
+        taken = {t.name for t in tools}
+        tools += [t for t in extra if t.name not in taken]
+    if not skills:
+        return tools
+    plugin_set = svc.session_plugins(record)
+    names = {t.name for t in tools}
+    for skill_name in skills:
+        skill = plugin_set.skills.get(skill_name)
+        for name in resolve_tools(skill.tools if skill else []):
+            tool = svc.tools.get(name)
+            if tool is not None and name not in names and record.mode in tool.modes:
+                tools.append(tool)
+                names.add(name)
+    return tools
+
+
+def visible_skills(record: SessionRecord) -> list[SkillDef]:
+    """The skills this session's index lists (none when it cannot load them)."""
+    svc = services()
+    if record.tool_names is not None and LOAD_SKILL not in record.tool_names:
+        return []
+    plugin_set = svc.session_plugins(record)
+    agent = plugin_set.agent(record.agent) if record.agent else None
+    return plugin_set.skills_for(agent)
+
+
+def tool_context(record: SessionRecord, call_key: str = "", origin: str = "") -> ToolContext:
+    """The context a tool of this session runs with."""
+    svc = services()
+    config, _ = svc.provider_for(record.model)
+    workdir = Path(record.workdir)
+    extras: dict[str, Any] = {}
+    if svc.engine_ops is not None:
+        extras["mgmt_ops"] = RuntimeMgmtOps(svc.engine_ops)
+    return ToolContext(
+        session_id=record.id,
+        workdir=workdir,
+        mode=record.mode,
+        run_dir=Path(record.run_dir),
+        services={
+            "network": config.network,
+            # --no-sandbox: the user accepts shell tools without a sandbox (tools/shell.py).
+            "no_sandbox": bool(record.options.get("no_sandbox")),
+            "hidden_paths": [svc.settings.credentials_dir],
+            "extra_writable": [] if record.mode in READ_ONLY_MODES else git_dirs_outside(workdir),
+            "catalog": svc.catalog,
+            "settings": svc.settings,
+            "plugins": svc.session_plugins(record),
+            "skills": {s.name: s for s in visible_skills(record)},
+            "tool_names": svc.tools.names(),
+            "available_models": svc.available_models,
+            **extras,
+        },
+        call_key=call_key,
+        origin=origin,
+    )
+
+
+async def toolset_tools(session_id: str, turn: int) -> list[Tool]:
+    """The tools the session's toolsets (its MCP servers) offer now; what it should be told
+    about them (a server that did not start) joins its transcript, once."""
+    svc = services()
+    if not svc.toolsets:
+        return []
+    record = svc.session_identity(session_id)
+    scope = session_scope(record)
+    tools: list[Tool] = []
+    for toolset in svc.toolsets:
+        found = await toolset.tools_for(scope)
+        tools += found.tools
+        for key, text in found.notices:
+            payload = {"what": "toolset", "reason": text, "wait_s": 0, "text": text}
+            await catalog_write(_append_notice, session_id, key, payload)
+    return tools
+
+
+def _append_notice(session_id: str, key: str, payload: dict[str, Any], wait: bool = True) -> None:
+    services().catalog.append_event(session_id, key, "notice", payload, wait=wait)
+
+
+def session_scope(record: SessionRecord) -> SessionScope:
+    """What a toolset may know of the session."""
+    plugins = tuple(services().session_plugins(record).plugins)
+    return SessionScope(record.id, record.mode, Path(record.workdir), record.options, plugins)

@@ -1,0 +1,75 @@
+"""A session's status writes: running, waiting, idle, and how a generation ended."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from swarmdeck.errors import SwarmdeckError
+from swarmdeck.runtime.crashpoints import crash_point
+from swarmdeck.runtime.services import services
+from swarmdeck.runtime.tree import parent_notice, ring
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How a generation of a session ended: what its end records (the verdict classifies
+    on the reason)."""
+
+    status: str
+    final_text: str
+    error: str | None
+    reason: str
+    generation: int
+
+
+async def end_session(session_id: str, has_parent: bool, ending: Ending) -> None:
+    """Record how the session ended, with its parent's notice, then ring the parent.
+
+    The end and the notice are one transaction, so a parent that sees this session ended
+    (wait_for_agents) finds its update in the inbox; the doorbell rings after, so a parent
+    it wakes finds the session ended. Both parts are idempotent: a rerun after a crash in
+    between repeats nothing.
+    """
+    parent = await asyncio.to_thread(_record_end, session_id, has_parent, ending)
+    if parent is not None:
+        crash_point("message.posted")  # the notice is stored, the doorbell not rung yet
+        await ring(parent)
+
+
+def _record_end(session_id: str, has_parent: bool, ending: Ending) -> str | None:
+    """Store the end and the parent's notice; returns the parent to ring."""
+    svc = services()
+    fields: dict[str, Any] = {"status": ending.status, "final_text": ending.final_text}
+    if ending.error:
+        fields["error"] = ending.error
+    entry = {"status": ending.status, "error": ending.error, "reason": ending.reason}
+    notice = None
+    if has_parent:
+        child = svc.catalog.get_session(session_id)
+        notice = parent_notice(child, ending.status, ending.final_text)
+    svc.catalog.end_session(session_id, f"end:g{ending.generation}", entry, notice, **fields)
+    svc.forget(session_id)
+    return notice.session_id if notice is not None else None
+
+
+def set_status(session_id: str, status: str) -> None:
+    """Record a status change (waiting, idle, input_required...)."""
+    services().catalog.set_status(session_id, status)
+
+
+DESCRIBE_MAX = 500
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for an unexpected failure inside a step. For a database error, the
+    driver's own first line: not the statement, nor its parameters (the very text that
+    may have failed to be stored)."""
+    if isinstance(exc, SwarmdeckError):
+        return exc.one_line()
+    cause = getattr(exc, "orig", None)
+    lines = str(cause if cause is not None else exc).strip().splitlines()
+    first = " ".join(lines[0].split()) if lines else ""
+    text = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    return text if len(text) <= DESCRIBE_MAX else text[: DESCRIBE_MAX - 1] + "…"

@@ -1,0 +1,208 @@
+"""One LLM turn as a durable step: a stored turn is returned, never asked for twice."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from swarmdeck.catalog.records import EventRecord, SessionRecord
+from swarmdeck.errors import ProviderError
+from swarmdeck.models.errors import CONTEXT_OVERFLOW
+from swarmdeck.models.types import Message
+from swarmdeck.runtime.catalog_io import catalog_read, catalog_write, stored_event
+from swarmdeck.runtime.context import fit_context
+from swarmdeck.runtime.crashpoints import crash_point
+from swarmdeck.runtime.offered import offered_tools, session_skills, toolset_tools, visible_skills
+from swarmdeck.runtime.prompts import skill_index, system_prompt
+from swarmdeck.runtime.services import services
+from swarmdeck.runtime.traced import turn_span
+from swarmdeck.runtime.tree import drain_inbox
+from swarmdeck.runtime.turn_watch import TurnWatch
+from swarmdeck.tools.base import Tool
+
+
+def _look_up_turn(session_id: str, turn: int, generation: int, inbox: list[str]) -> dict[str, Any]:
+    """The stored turn if there is one; whether the session was ended from outside
+    (cancelled); whether messages wait to join the conversation (reads only)."""
+    svc = services()
+    journal = svc.journal(session_id)
+    mail = journal.refresh_with_mail(svc.catalog, inbox, f"turn:{turn}")
+    stored = journal.get(f"turn:{turn}") or journal.get(error_key(turn, generation))
+    if stored is not None:
+        return {"stored": _turn_reply(stored)}
+    ended = journal.get(f"end:g{generation}")
+    if ended is not None:
+        return {"ended": ended.payload}
+    return {"mail": mail}
+
+
+def error_key(turn: int, generation: int) -> str:
+    """The key of the provider error that ended turn `turn` in one generation.
+
+    Per generation: the error is the turn's answer for a rerun of the same generation
+    after a crash (it ended the session), but a resume is a new generation, which asks the
+    model again. The error stays in the transcript either way.
+    """
+    return f"turn:{turn}:error:g{generation}"
+
+
+def _take_mail(session_id: str, turn: int, inbox: list[str]) -> None:
+    """Messages that arrived since the last turn join the conversation (a write)."""
+    if drain_inbox(session_id, f"turn:{turn}", inbox, record=True):
+        svc = services()
+        svc.journal(session_id).refresh(svc.catalog)
+
+
+def _prompt(session_id: str, turn: int, extra: list[Tool]) -> dict[str, Any]:
+    """What the model call needs: the session's prompt, conversation and tools, and what
+    started the turn."""
+    svc = services()
+    record = svc.session_identity(session_id)
+    journal = svc.journal(session_id)
+    index = visible_skills(record)
+    prompt = system_prompt(record.workdir, record.system_message, index)
+    skills = session_skills(record, journal.skills_before(turn))
+    return {
+        "record": record,
+        "system": Message("system", prompt),
+        "skills_index": skill_index(index),
+        "specs": [t.spec() for t in offered_tools(record, skills, extra)],
+        "origin": journal.next_origin(
+            has_parent=record.parent_id is not None, system=record.system
+        ),
+    }
+
+
+def _turn_reply(event: EventRecord) -> dict[str, Any]:
+    """What the loop needs of a stored turn (or of the provider error that ended it)."""
+    if event.kind == "error":
+        return {"error": event.payload["message"], "retryable": False}
+    return {"text": event.payload["text"], "tool_calls": event.payload["tool_calls"]}
+
+
+def _store_turn(
+    session_id: str,
+    turn: int,
+    record: SessionRecord,
+    completion: Any,
+    origin: str,
+    fitted: dict[str, Any],
+    wait: bool = True,
+) -> dict[str, Any]:
+    """Store the model's message and usage in one transaction; returns what the loop needs.
+
+    The turn's usage row also counts the summaries made to fit its prompt (fitted's
+    `spent`); the message keeps the model's own counts and what the prompt measured.
+    When another process stored this turn first (a worker presumed dead that was not),
+    its turn is the one that counts.
+    """
+    svc = services()
+    calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in completion.tool_calls]
+    config, model_name = svc.provider_for(record.model)
+    spent = fitted["spent"]
+    counts = completion.usage.as_dict()
+    cost = completion.cost_usd
+    if spent["cost_usd"] is not None:
+        cost = (cost or 0.0) + spent["cost_usd"]
+    usage_row = {
+        "turn": turn,
+        "provider": config.key,
+        "model": model_name,
+        "cost_usd": cost,
+        "estimated": completion.usage.estimated or spent["estimated"],
+        **{name: value + spent["usage"].get(name, 0) for name, value in counts.items()},
+    }
+    key = f"turn:{turn}"
+    payload = {
+        "text": completion.text,
+        "tool_calls": calls,
+        "reasoning": completion.reasoning,
+        "usage": {**counts, "estimated": completion.usage.estimated},
+        "origin": origin,
+        "context": fitted["context"],
+    }
+    if not svc.catalog.append_event(session_id, key, "assistant", payload, usage_row, wait=wait):
+        return _turn_reply(stored_event(session_id, key))
+    return svc.redactor.redact_obj({"text": completion.text, "tool_calls": calls})
+
+
+async def llm_turn(session_id: str, turn: int, generation: int, inbox: list[str]) -> dict[str, Any]:
+    """Ask the model for turn `turn`; store its message and usage; return its tool calls.
+
+    The step journals itself: the catalog's `turn:N` entry is its record, so a rerun after
+    a crash returns the stored turn and never asks the model twice for it. (Wrapping it in
+    an engine step as well would write every turn twice.)
+    """
+    svc = services()
+    found = await catalog_read(_look_up_turn, session_id, turn, generation, inbox)
+    if "stored" in found or "ended" in found:
+        return found.get("stored") or {"ended": found["ended"]}
+    if found["mail"]:
+        # Writes run in a thread: a wait for SQLite's write lock must not stall the event
+        # loop that every other session of this process shares.
+        await asyncio.to_thread(_take_mail, session_id, turn, inbox)
+    extra = await toolset_tools(session_id, turn)
+    prep = await catalog_read(_prompt, session_id, turn, extra)
+    record = prep["record"]
+    fitted = await fit_context(session_id, turn, prep)
+    assert fitted is not None
+    watch = TurnWatch(session_id, turn, generation)
+    crash_point("llm.before")
+    try:
+        with turn_span(record, turn) as span:
+            try:
+                completion, fitted = await _complete(session_id, turn, prep, fitted, watch)
+            except ProviderError as exc:
+                span.failed(exc.kind, exc.one_line())
+                raise
+            span.completed(completion, fitted["messages"])
+    except ProviderError as exc:
+        message = exc.one_line()
+        await asyncio.to_thread(
+            svc.catalog.append_event,
+            session_id,
+            error_key(turn, generation),
+            "error",
+            {"message": message, "kind": exc.kind},
+        )
+        return {"error": message, "retryable": exc.retryable}
+    crash_point("llm.after")
+    return await catalog_write(
+        _store_turn, session_id, turn, record, completion, prep["origin"], fitted
+    )
+
+
+async def _complete(
+    session_id: str, turn: int, prep: dict[str, Any], fitted: dict[str, Any], watch: TurnWatch
+) -> tuple[Any, dict[str, Any]]:
+    """The model's answer to the fitted prompt, and the prompt it answered. A provider that
+    says the prompt is over its window gets one compaction, then one more try."""
+    model = services().model(prep["record"].model)
+    try:
+        completion = await model.complete(
+            fitted["messages"], prep["specs"], on_chunk=watch.chunk, on_notice=watch.notice
+        )
+        return completion, fitted
+    except ProviderError as exc:
+        if exc.kind != CONTEXT_OVERFLOW:
+            raise
+        refitted = await fit_context(session_id, turn, prep, overflow=True)
+        if refitted is None:
+            raise
+    completion = await model.complete(
+        refitted["messages"], prep["specs"], on_chunk=watch.chunk, on_notice=watch.notice
+    )
+    return completion, refitted
+
+
+async def mail_waiting(session_id: str, turn: int, generation: int, inbox: list[str]) -> bool:
+    """Whether turn `turn` would find messages to take in (a read).
+
+    What a one-shot session asks before it ends, answered as the turn's own look-up would,
+    so a rerun after a crash decides as the first run did: the turn stored means that run
+    went on; this generation's end stored means it ended. The end's entry, its status and
+    its parent's notice are one transaction, and no engine step comes between this read
+    and it, so no recorded step and nothing anyone has seen depends on the answer.
+    """
+    found = await catalog_read(_look_up_turn, session_id, turn, generation, inbox)
+    return "stored" in found or bool(found.get("mail"))
