@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
@@ -13,8 +13,16 @@ from swarmdeck.catalog import schema
 from swarmdeck.catalog.access import StoreAccess
 from swarmdeck.catalog.records import UsageTotals
 
-if TYPE_CHECKING:
-    from swarmdeck.models.types import Usage
+
+class TurnCounts(Protocol):
+    """One turn's token counts as the catalog stores them (models.types.Usage is one; the
+    catalog sits below the models, so it names only what it reads)."""
+
+    estimated: bool
+
+    def as_dict(self) -> dict[str, int]:
+        """The counts by column name."""
+        ...
 
 
 class UsageTables(StoreAccess):
@@ -26,7 +34,7 @@ class UsageTables(StoreAccess):
         turn: int,
         provider: str,
         model: str,
-        usage: Usage,
+        usage: TurnCounts,
         cost_usd: float | None,
     ) -> None:
         """Store one turn's usage; a rerun of the same turn leaves the first row."""
