@@ -15,7 +15,7 @@ from swarmdeck.errors import NotFoundError
 from swarmdeck.portal.access import Login
 from swarmdeck.portal.facts import inspector_html, load_detail, transcript_entries
 from swarmdeck.portal.state import PortalState
-from swarmdeck.ui.actions import ActionResult
+from swarmdeck.runtime.session_actions import ActionResult
 from swarmdeck.views.fleet_status import fleet_summary
 from swarmdeck.views.tree import TreeFilter
 

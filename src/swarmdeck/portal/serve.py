@@ -19,7 +19,7 @@ from swarmdeck.portal.index import SessionIndex
 from swarmdeck.portal.render import Renderer
 from swarmdeck.portal.state import PortalState
 from swarmdeck.portal.tokens import TokenStore
-from swarmdeck.ui.actions import SessionActions
+from swarmdeck.runtime.session_actions import SessionActions
 from swarmdeck.views.fleet import FleetView
 
 

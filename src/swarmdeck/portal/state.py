@@ -12,7 +12,7 @@ from swarmdeck.portal.access import Access
 from swarmdeck.portal.feed import StoreFeed
 from swarmdeck.portal.index import SessionIndex
 from swarmdeck.portal.render import Renderer
-from swarmdeck.ui.actions import SessionActions
+from swarmdeck.runtime.session_actions import SessionActions
 
 
 @dataclass

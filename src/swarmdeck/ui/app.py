@@ -21,7 +21,7 @@ from textual.widgets import Footer, Input, Static
 
 from swarmdeck.catalog.catalog import Catalog
 from swarmdeck.catalog.workers import WorkerRegistry
-from swarmdeck.ui.actions import ActionResult, SessionActions
+from swarmdeck.runtime.session_actions import ActionResult, SessionActions
 from swarmdeck.ui.dialogs import ArtifactDialog, ConfirmDialog, PromptDialog
 from swarmdeck.ui.inspector import Inspector, inspector_body
 from swarmdeck.ui.session_list import SessionList, header_text

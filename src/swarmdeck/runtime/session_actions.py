@@ -1,7 +1,7 @@
-"""What the TUI does to sessions, through the same calls as the CLI: Host.send, Host.answer
-and Host.cancel_offline in this process, none of which starts the engine here; resume as a
-`swarmdeck sessions resume` process, which runs the session (and its logging) away from
-the screen and outlives the TUI."""
+"""What a person does to sessions from the TUI or the web portal, through the same calls
+as the CLI: Host.send, Host.answer and Host.cancel_offline in this process, none of which
+starts the engine here; resume as a `swarmdeck sessions resume` process, which runs the
+session (and its logging) away from the screen and outlives the TUI or the portal."""
 
 from __future__ import annotations
 
