@@ -235,3 +235,20 @@ async def test_giving_up_says_what_to_do_not_that_it_retries(
     assert "gave up after 2 attempts" in info.value.message
     assert "retrying" not in info.value.one_line().split("gave up")[1]
     assert advice in info.value.hint
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_server_that_hangs_up_on_the_request_is_not_called_unreachable(
+    fake: FakeLLM, kind: str
+) -> None:
+    # aimock's truncateAfterChunks: the server took the request, then closed the connection
+    # before a byte of its answer left. It was reached: the answer was cut.
+    fake.set_script(one_turn({"hang_up": True}))
+    with pytest.raises(ProviderError) as info:
+        await model_for(fake, kind, max_attempts=2).complete([Message("user", "hi")], [])
+    error = info.value
+    assert chats(fake) == 2
+    assert error.kind == errors.STREAM_CUT and error.retryable
+    assert "cannot reach" not in error.message and "endpoint up" not in error.hint
+    assert "closed the connection before its answer was complete" in error.message
+    assert "concurrency 1" in error.hint

@@ -184,6 +184,8 @@ class VendorAdapter(Generic[Assembly]):
             return errors.classify(
                 exc.status_code, exc.body, exc.response.headers, provider=config.key
             )
+        if isinstance(exc, sdk.APIConnectionError) and not answered and errors.hung_up(exc):
+            return errors.closed_early(config.key, cause_text(exc))
         # A connection that never opened is no slow model (the aiohttp transport reports
         # a refused connection as a connect timeout): it is unreachable.
         if isinstance(exc, sdk.APITimeoutError) and not errors.never_connected(exc):

@@ -173,6 +173,36 @@ def never_connected(exc: BaseException) -> bool:
     return isinstance(exc.__cause__ or exc.__context__, httpx2.ConnectTimeout)
 
 
+def hung_up(exc: BaseException) -> bool:
+    """True when the server took the connection and the request, then closed it before
+    its answer began: aiohttp's ServerDisconnectedError, httpx's RemoteProtocolError
+    (the aiohttp transport reports the first as a connect timeout, so look down the
+    chain)."""
+    import httpx2
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if type(seen).__name__ == "ServerDisconnectedError" or isinstance(
+            seen, httpx2.RemoteProtocolError
+        ):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def closed_early(provider: str, detail: str) -> ProviderError:
+    """The server took the request, then closed the connection before its answer was
+    whole (none of it may have arrived): reached, but cut off, as a cut stream."""
+    cut = stream_cut(provider, detail)
+    return ProviderError(
+        f"{provider}: the server took the request, then closed the connection before its "
+        f"answer was complete: {_one_line(detail) or 'disconnected'}",
+        cut.hint,
+        retryable=True,
+        kind=STREAM_CUT,
+    )
+
+
 def timed_out(provider: str, base_url: str, timeout_s: float) -> ProviderError:
     """No answer within the provider's timeout."""
     return ProviderError(

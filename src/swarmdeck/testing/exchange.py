@@ -258,6 +258,8 @@ def _chat(fake: FakeLLM, api: Api, body: Any) -> Iterator[Step]:
         yield Pause(wait)
     if fault is not None and fault.status is not None:
         raise _fault_error(fault)
+    if fault is not None and fault.hang_up:
+        raise _Dropped
     malformed = bool(fault and fault.malformed_arguments)
     cache = fake.cache.serve(api, request.body)
     answer = build_answer(api, reply, request, malformed=malformed, cache=cache)
