@@ -252,3 +252,25 @@ async def test_a_server_that_hangs_up_on_the_request_is_not_called_unreachable(
     assert "cannot reach" not in error.message and "endpoint up" not in error.hint
     assert "closed the connection before its answer was complete" in error.message
     assert "concurrency 1" in error.hint
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_an_endpoint_that_never_answers_fails_at_the_first_byte_timeout(
+    fake: FakeLLM, kind: str
+) -> None:
+    fake.set_script(one_turn(delay=120))
+    model = model_for(fake, kind, first_byte_timeout_s=0.5, max_attempts=2)
+    started = asyncio.get_running_loop().time()
+    with pytest.raises(ProviderError) as info:
+        await model.complete([Message("user", "hi")], [])
+    elapsed = asyncio.get_running_loop().time() - started
+    error = info.value
+    assert chats(fake) == 2 and elapsed < 10
+    assert error.kind == errors.TIMED_OUT
+    assert "sent no byte of an answer within 0.5s" in error.message
+    assert "first_byte_timeout_s" in error.hint
+
+
+def test_the_first_byte_timeout_has_a_default_below_the_read_timeout() -> None:
+    config = ProviderConfig(key="p", kind="openai", base_url="http://127.0.0.1:1/v1", model="m")
+    assert config.first_byte_timeout_s == 120 < config.timeout_s

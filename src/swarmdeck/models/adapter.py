@@ -6,6 +6,7 @@ sent, and how its events, or a whole JSON body, fold into its own assembly."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping
 from types import ModuleType
@@ -137,7 +138,7 @@ class VendorAdapter(Generic[Assembly]):
         failure: BaseException
         answered = False
         try:
-            stream = await self._open(client, request)
+            stream = await asyncio.wait_for(self._open(client, request), self._first_byte_s)
             answered = True
             async with stream:
                 if is_json_answer(stream.response):
@@ -173,12 +174,19 @@ class VendorAdapter(Generic[Assembly]):
             raise errors.stream_cut(self.config.key, self.unfinished)
         return self._completion(acc)
 
+    @property
+    def _first_byte_s(self) -> float:
+        """How long a request waits for the head of its answer."""
+        return min(self.config.first_byte_timeout_s, self.config.timeout_s)
+
     def _translate(self, exc: Exception, answered: bool) -> ProviderError:
         """An SDK or transport exception as a classified ProviderError; `answered` when the
         server had sent its 200 (a connection lost after it is a cut stream)."""
         config, sdk = self.config, self.sdk
         if isinstance(exc, ProviderError):
             return exc
+        if isinstance(exc, TimeoutError) and not answered:
+            return errors.no_first_byte(config.key, config.base_url, self._first_byte_s)
         if isinstance(exc, sdk.APIStatusError):
             # Errors streamed after a 200 arrive here too; classify reads their type.
             return errors.classify(

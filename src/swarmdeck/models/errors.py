@@ -213,6 +213,18 @@ def timed_out(provider: str, base_url: str, timeout_s: float) -> ProviderError:
     )
 
 
+def no_first_byte(provider: str, base_url: str, timeout_s: float) -> ProviderError:
+    """The endpoint took the request and sent nothing back within the first-byte timeout."""
+    return ProviderError(
+        f"{provider}: {base_url} took the request and sent no byte of an answer within "
+        f"{timeout_s:g}s",
+        "is the server stuck? raise first_byte_timeout_s in the provider file if the model "
+        "is slow to start answering",
+        retryable=True,
+        kind=TIMED_OUT,
+    )
+
+
 def stream_cut(provider: str, detail: str = "") -> ProviderError:
     """The server answered 200, then its answer ended before the vendor said it was complete."""
     suffix = f": {_one_line(detail)}" if detail else ""
