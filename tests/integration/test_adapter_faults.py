@@ -274,3 +274,38 @@ async def test_an_endpoint_that_never_answers_fails_at_the_first_byte_timeout(
 def test_the_first_byte_timeout_has_a_default_below_the_read_timeout() -> None:
     config = ProviderConfig(key="p", kind="openai", base_url="http://127.0.0.1:1/v1", model="m")
     assert config.first_byte_timeout_s == 120 < config.timeout_s
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_an_empty_stream_near_a_window_only_the_server_knows_fails_at_once(
+    kind: str,
+) -> None:
+    # llama.cpp with a 600-token window; the provider file sets no context_tokens.
+    from swarmdeck.models import window
+
+    window._known.clear()
+    with FakeLLM(context_tokens=600, overflow="empty_stream") as fake:
+        fake.set_script(one_turn())
+        model = model_for(fake, kind)
+        assert "context_tokens" not in model.config.model_fields_set  # type: ignore[attr-defined]
+        prompt = [Message("user", "word " * 400)]  # ~500 tokens by the estimate
+        for _ in range(2):
+            with pytest.raises(ProviderError) as info:
+                await model.complete(prompt, [])
+            assert info.value.kind == errors.CONTEXT_OVERFLOW and not info.value.retryable
+            assert "for a window of 600" in info.value.message
+        assert chats(fake) == 2, "an empty answer near the server's window is not retried"
+        # Asked once for the provider, where llama.cpp says it.
+        assert [r.path for r in fake.requests if r.path == "/props"] == ["/props"]
+
+
+@pytest.mark.parametrize("probe", ["llama_cpp_window", "vllm_window", "ollama_window"])
+async def test_each_server_is_asked_for_its_window_where_it_says_it(probe: str) -> None:
+    import httpx2
+
+    from swarmdeck.models import window
+
+    with FakeLLM(context_tokens=4096) as fake:
+        async with httpx2.AsyncClient() as http:
+            said = await getattr(window, probe)(http, fake.openai_base_url, {}, "fake-model")
+    assert said == 4096

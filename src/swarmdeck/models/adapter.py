@@ -38,6 +38,7 @@ from swarmdeck.models.types import (
     NoticeCallback,
     ToolSpec,
 )
+from swarmdeck.models.window import configured_window, server_window
 
 # What a wire format folds its answer into while it streams.
 Assembly = TypeVar("Assembly")
@@ -145,7 +146,7 @@ class VendorAdapter(Generic[Assembly]):
                     # A server that ignores `stream: true` sent the whole answer.
                     body = json.loads(await stream.response.aread())
                     return await self._read_body(body, turn)
-                return await self._read_stream(stream, turn)
+                return await self._read_stream(stream, turn, key)
         except CallbackError as exc:
             failure = exc.original
         except Exception as exc:
@@ -159,7 +160,7 @@ class VendorAdapter(Generic[Assembly]):
         # Raised here, outside the except block, so no SDK exception rides along as context.
         raise failure
 
-    async def _read_stream(self, stream: Any, turn: TurnCall) -> Completion:
+    async def _read_stream(self, stream: Any, turn: TurnCall, key: str) -> Completion:
         """Consume the event stream into a Completion; a stream that ends before the
         vendor's last event was cut."""
         acc = self._assembly()
@@ -169,7 +170,7 @@ class VendorAdapter(Generic[Assembly]):
             await turn.chunk()
             await self._fold(acc, event, turn)
         if events == 0:
-            raise turn.empty_answer(self.config)
+            raise turn.empty_answer(self.config, await self._window(key))
         if not self._finished(acc):
             raise errors.stream_cut(self.config.key, self.unfinished)
         return self._completion(acc)
@@ -178,6 +179,13 @@ class VendorAdapter(Generic[Assembly]):
     def _first_byte_s(self) -> float:
         """How long a request waits for the head of its answer."""
         return min(self.config.first_byte_timeout_s, self.config.timeout_s)
+
+    async def _window(self, key: str) -> int | None:
+        """The model's window: the provider file's, else what its server says (llama.cpp
+        answers a prompt over its window with an empty 200)."""
+        return configured_window(self.config) or await server_window(
+            self.config, self.model_name, self._http.get(), key
+        )
 
     def _translate(self, exc: Exception, answered: bool) -> ProviderError:
         """An SDK or transport exception as a classified ProviderError; `answered` when the
