@@ -309,3 +309,17 @@ async def test_each_server_is_asked_for_its_window_where_it_says_it(probe: str) 
         async with httpx2.AsyncClient() as http:
             said = await getattr(window, probe)(http, fake.openai_base_url, {}, "fake-model")
     assert said == 4096
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("status", [503, 502, 408])
+async def test_retry_after_is_honoured_on_any_status_that_carries_it(
+    fake: FakeLLM, kind: str, status: int
+) -> None:
+    fake.set_script(one_turn({"status": status, "retry_after": 1, "times": 1}))
+    notices: list[Notice] = []
+    completion = await model_for(fake, kind).complete(
+        [Message("user", "hi")], [], on_notice=notices.append
+    )
+    assert completion.text == TEXT
+    assert [(n.what, n.wait_s) for n in notices] == [("cooldown", 1.0)]
