@@ -239,3 +239,26 @@ async def test_between_compactions_the_prompt_only_grows_at_its_end(
         assert body["system"][-1]["cache_control"] == {"type": "ephemeral"}
         assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
         assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+
+
+async def test_an_empty_answer_over_a_window_only_the_server_knows_compacts_once(
+    sd_home: Path, workdir: Path, fake_llm: FakeLLM
+) -> None:
+    """llama.cpp with a window the provider file does not set: its empty 200 near the
+    window its /props states gets one compaction and one retry, as a 400 would."""
+    from swarmdeck.models import window
+
+    window._known.clear()
+    write_provider(sd_home, "fake", fake_llm.openai_base_url, output_tokens=OUTPUT)
+    fake_llm.context_tokens = WINDOW
+    fake_llm.overflow = "empty_stream"
+    (workdir / "data.txt").write_text(data_file_text())
+    model = CronReader(12)
+    fake_llm.set_script(model)
+    host, sid = await run_to_end(workdir, {"max_turns": 100}, timeout=120)
+    assert host.catalog.get_session(sid).status == "completed"
+    compactions = host.catalog.events(sid, kinds=["compaction"])
+    assert compactions and compactions[0].payload["overflow"]
+    assert not host.catalog.events(sid, kinds=["error"])
+    assert [r.path for r in fake_llm.requests].count("/props") == 1
+    assert model.ticks == 12
