@@ -58,6 +58,18 @@ async def run_to_end(
     return host, record.id
 
 
+async def read_with_cron(workdir: Path, fake: FakeLLM) -> tuple:
+    """A session reading data.txt on a cron, on the fake's 8,000-token window, run to its
+    completion; (host, session id, the scripted model)."""
+    fake.context_tokens = WINDOW
+    (workdir / "data.txt").write_text(data_file_text())
+    model = CronReader(12)
+    fake.set_script(model)
+    host, sid = await run_to_end(workdir, {"max_turns": 100}, timeout=120)
+    assert host.catalog.get_session(sid).status == "completed"
+    return host, sid, model
+
+
 @pytest.mark.parametrize(
     ("kind", "iterations"), [("openai", 500), ("anthropic", 150)], ids=["openai", "anthropic"]
 )
@@ -114,12 +126,7 @@ async def test_a_context_length_error_compacts_once_and_retries(
     write_provider(
         sd_home, "fake", fake_llm.openai_base_url, context_tokens=64_000, output_tokens=OUTPUT
     )
-    fake_llm.context_tokens = WINDOW
-    (workdir / "data.txt").write_text(data_file_text())
-    model = CronReader(12)
-    fake_llm.set_script(model)
-    host, sid = await run_to_end(workdir, {"max_turns": 100}, timeout=120)
-    assert host.catalog.get_session(sid).status == "completed"
+    host, sid, model = await read_with_cron(workdir, fake_llm)
     compactions = host.catalog.events(sid, kinds=["compaction"])
     rejected = [r for r in fake_llm.requests if window_of(r.body, "openai") > WINDOW]
     # One rejection, one compaction for it; then the window the provider showed is the
@@ -250,13 +257,8 @@ async def test_an_empty_answer_over_a_window_only_the_server_knows_compacts_once
 
     window._known.clear()
     write_provider(sd_home, "fake", fake_llm.openai_base_url, output_tokens=OUTPUT)
-    fake_llm.context_tokens = WINDOW
     fake_llm.overflow = "empty_stream"
-    (workdir / "data.txt").write_text(data_file_text())
-    model = CronReader(12)
-    fake_llm.set_script(model)
-    host, sid = await run_to_end(workdir, {"max_turns": 100}, timeout=120)
-    assert host.catalog.get_session(sid).status == "completed"
+    host, sid, model = await read_with_cron(workdir, fake_llm)
     compactions = host.catalog.events(sid, kinds=["compaction"])
     assert compactions and compactions[0].payload["overflow"]
     assert not host.catalog.events(sid, kinds=["error"])
