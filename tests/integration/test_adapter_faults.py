@@ -245,3 +245,91 @@ async def test_giving_up_says_what_to_do_not_that_it_retries(
     assert "gave up after 2 attempts" in info.value.message
     assert "retrying" not in info.value.one_line().split("gave up")[1]
     assert advice in info.value.hint
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_server_that_hangs_up_on_the_request_is_not_called_unreachable(
+    fake: FakeLLM, kind: str
+) -> None:
+    # aimock's truncateAfterChunks: the server took the request, then closed the connection
+    # before a byte of its answer left. It was reached: the answer was cut.
+    fake.set_script(one_turn({"hang_up": True}))
+    with pytest.raises(ProviderError) as info:
+        await model_for(fake, kind, max_attempts=2).complete([Message("user", "hi")], [])
+    error = info.value
+    assert chats(fake) == 2
+    assert error.kind == errors.STREAM_CUT and error.retryable
+    assert "cannot reach" not in error.message and "endpoint up" not in error.hint
+    assert "closed the connection before its answer was complete" in error.message
+    assert "concurrency 1" in error.hint
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_an_endpoint_that_never_answers_fails_at_the_first_byte_timeout(
+    fake: FakeLLM, kind: str
+) -> None:
+    fake.set_script(one_turn(delay=120))
+    model = model_for(fake, kind, first_byte_timeout_s=0.5, max_attempts=2)
+    started = asyncio.get_running_loop().time()
+    with pytest.raises(ProviderError) as info:
+        await model.complete([Message("user", "hi")], [])
+    elapsed = asyncio.get_running_loop().time() - started
+    error = info.value
+    assert chats(fake) == 2 and elapsed < 10
+    assert error.kind == errors.TIMED_OUT
+    assert "sent no byte of an answer within 0.5s" in error.message
+    assert "first_byte_timeout_s" in error.hint
+
+
+def test_the_first_byte_timeout_has_a_default_below_the_read_timeout() -> None:
+    config = ProviderConfig(key="p", kind="openai", base_url="http://127.0.0.1:1/v1", model="m")
+    assert config.first_byte_timeout_s == 120 < config.timeout_s
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_an_empty_stream_near_a_window_only_the_server_knows_fails_at_once(
+    kind: str,
+) -> None:
+    # llama.cpp with a 600-token window; the provider file sets no context_tokens.
+    from swarmdeck.models import window
+
+    window._known.clear()
+    with FakeLLM(context_tokens=600, overflow="empty_stream") as fake:
+        fake.set_script(one_turn())
+        model = model_for(fake, kind)
+        assert "context_tokens" not in model.config.model_fields_set  # type: ignore[attr-defined]
+        prompt = [Message("user", "word " * 400)]  # ~500 tokens by the estimate
+        for _ in range(2):
+            with pytest.raises(ProviderError) as info:
+                await model.complete(prompt, [])
+            assert info.value.kind == errors.CONTEXT_OVERFLOW and not info.value.retryable
+            assert "for a window of 600" in info.value.message
+        assert chats(fake) == 2, "an empty answer near the server's window is not retried"
+        # Asked once for the provider, where llama.cpp says it.
+        assert [r.path for r in fake.requests if r.path == "/props"] == ["/props"]
+
+
+@pytest.mark.parametrize("probe", ["llama_cpp_window", "vllm_window", "ollama_window"])
+async def test_each_server_is_asked_for_its_window_where_it_says_it(probe: str) -> None:
+    import httpx2
+
+    from swarmdeck.models import window
+
+    with FakeLLM(context_tokens=4096) as fake:
+        async with httpx2.AsyncClient() as http:
+            said = await getattr(window, probe)(http, fake.openai_base_url, {}, "fake-model")
+    assert said == 4096
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("status", [503, 502, 408])
+async def test_retry_after_is_honoured_on_any_status_that_carries_it(
+    fake: FakeLLM, kind: str, status: int
+) -> None:
+    fake.set_script(one_turn({"status": status, "retry_after": 1, "times": 1}))
+    notices: list[Notice] = []
+    completion = await model_for(fake, kind).complete(
+        [Message("user", "hi")], [], on_notice=notices.append
+    )
+    assert completion.text == TEXT
+    assert [(n.what, n.wait_s) for n in notices] == [("cooldown", 1.0)]

@@ -170,3 +170,27 @@ def test_provider_add_sets_windows_timeout_and_concurrency(sd_home: Path) -> Non
         "--model", "qwen", "--context-tokens", "0",
     )  # fmt: skip
     assert bad.code == 2 and "--context-tokens" in bad.stderr
+
+
+def test_run_help_states_its_limit_and_the_first_byte_timeout(sd_home: Path) -> None:
+    from swarmdeck.dispatch.settings import DEFAULT_TIMEOUT_S
+    from swarmdeck.models.registry import FIRST_BYTE_TIMEOUT_S
+
+    help_text = " ".join(run_cli(sd_home, "run", "--help", COLUMNS="200").stdout.split())
+    assert f"default {DEFAULT_TIMEOUT_S:g}" in help_text
+    assert f"after {FIRST_BYTE_TIMEOUT_S:g} s without a first byte" in help_text
+    assert "first_byte_timeout_s" in help_text
+
+
+def test_run_against_an_endpoint_that_never_answers_ends_without_timeout(
+    sd_home: Path, workdir: Path, fake: FakeLLM
+) -> None:
+    # No --timeout: each request's first-byte timeout ends the hanging calls, the retries
+    # run out, and the run fails saying why.
+    write_provider(sd_home, "stuck", fake.openai_base_url, first_byte_timeout_s=0.5, max_attempts=2)
+    begun = time.monotonic()
+    res = run_cli(sd_home, "run", "HANG on", "-m", "stuck", "-C", str(workdir))
+    assert time.monotonic() - begun < 60
+    assert res.code not in (0, 124), res.stderr
+    assert "sent no byte of an answer within 0.5s" in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr

@@ -58,6 +58,18 @@ async def run_to_end(
     return host, record.id
 
 
+async def read_with_cron(workdir: Path, fake: FakeLLM) -> tuple:
+    """A session reading data.txt on a cron, on the fake's 8,000-token window, run to its
+    completion; (host, session id, the scripted model)."""
+    fake.context_tokens = WINDOW
+    (workdir / "data.txt").write_text(data_file_text())
+    model = CronReader(12)
+    fake.set_script(model)
+    host, sid = await run_to_end(workdir, {"max_turns": 100}, timeout=120)
+    assert host.catalog.get_session(sid).status == "completed"
+    return host, sid, model
+
+
 @pytest.mark.parametrize(
     ("kind", "iterations"), [("openai", 500), ("anthropic", 150)], ids=["openai", "anthropic"]
 )
@@ -114,12 +126,7 @@ async def test_a_context_length_error_compacts_once_and_retries(
     write_provider(
         sd_home, "fake", fake_llm.openai_base_url, context_tokens=64_000, output_tokens=OUTPUT
     )
-    fake_llm.context_tokens = WINDOW
-    (workdir / "data.txt").write_text(data_file_text())
-    model = CronReader(12)
-    fake_llm.set_script(model)
-    host, sid = await run_to_end(workdir, {"max_turns": 100}, timeout=120)
-    assert host.catalog.get_session(sid).status == "completed"
+    host, sid, model = await read_with_cron(workdir, fake_llm)
     compactions = host.catalog.events(sid, kinds=["compaction"])
     rejected = [r for r in fake_llm.requests if window_of(r.body, "openai") > WINDOW]
     # One rejection, one compaction for it; then the window the provider showed is the
@@ -239,3 +246,21 @@ async def test_between_compactions_the_prompt_only_grows_at_its_end(
         assert body["system"][-1]["cache_control"] == {"type": "ephemeral"}
         assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
         assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+
+
+async def test_an_empty_answer_over_a_window_only_the_server_knows_compacts_once(
+    sd_home: Path, workdir: Path, fake_llm: FakeLLM
+) -> None:
+    """llama.cpp with a window the provider file does not set: its empty 200 near the
+    window its /props states gets one compaction and one retry, as a 400 would."""
+    from swarmdeck.models import window
+
+    window._known.clear()
+    write_provider(sd_home, "fake", fake_llm.openai_base_url, output_tokens=OUTPUT)
+    fake_llm.overflow = "empty_stream"
+    host, sid, model = await read_with_cron(workdir, fake_llm)
+    compactions = host.catalog.events(sid, kinds=["compaction"])
+    assert compactions and compactions[0].payload["overflow"]
+    assert not host.catalog.events(sid, kinds=["error"])
+    assert [r.path for r in fake_llm.requests].count("/props") == 1
+    assert model.ticks == 12

@@ -17,7 +17,8 @@ from sqlalchemy import Engine, event, select, update
 
 from swarmdeck.catalog.db import create_db_engine
 from swarmdeck.models.factory import build_chat_model
-from swarmdeck.models.limiter import PARK_S, ProviderLimiter, limiter_slots
+from swarmdeck.models.limiter import PARK_S, ProviderLimiter
+from swarmdeck.models.limiter_store import limiter_slots
 from swarmdeck.models.registry import ProviderConfig
 from swarmdeck.models.types import Message
 from swarmdeck.testing.fake_llm import FakeLLM

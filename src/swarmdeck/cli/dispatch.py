@@ -40,7 +40,12 @@ WorktreeOpt = Annotated[
 ]
 TimeoutOpt = Annotated[
     float | None,
-    typer.Option("--timeout", min=0, help="Wall-clock limit in seconds (default 1800; 0: none)."),
+    typer.Option(
+        "--timeout",
+        min=0,
+        help="Wall-clock limit in seconds (default 1800; 0: none). Each model request also "
+        "fails after 120 s without a first byte (first_byte_timeout_s in the provider file).",
+    ),
 ]
 IdleTimeoutOpt = Annotated[
     float | None,

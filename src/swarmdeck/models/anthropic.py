@@ -8,34 +8,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anthropic
-import httpx2
 
-from swarmdeck.errors import ProviderError
 from swarmdeck.models import errors
-from swarmdeck.models.limiter import ProviderLimiter
-from swarmdeck.models.registry import ProviderConfig
-from swarmdeck.models.retry import (
-    CallbackError,
-    KeyLoader,
-    SharedHttpClient,
-    TurnCall,
-    complete_with_retry,
-    http_timeout,
-    is_json_answer,
-    load_key,
-    pooled_client_factory,
-    scrub,
-)
-from swarmdeck.models.types import (
-    ChunkCallback,
-    Completion,
-    DeltaCallback,
-    Message,
-    NoticeCallback,
-    ToolCall,
-    ToolSpec,
-    Usage,
-)
+from swarmdeck.models.adapter import VendorAdapter
+from swarmdeck.models.adapter import field_of as _field
+from swarmdeck.models.retry import TurnCall
+from swarmdeck.models.types import Completion, Message, ToolCall, ToolSpec, Usage
 
 # A prompt-cache breakpoint: the prefix up to the block that carries it is cached.
 CACHE_POINT = {"type": "ephemeral"}
@@ -48,42 +26,12 @@ STOP_REASONS = {
 }
 
 
-class AnthropicModel:
+class AnthropicModel(VendorAdapter["_Assembly"]):
     """Streams a Messages turn and reassembles text, tool_use blocks, thinking and usage."""
 
-    def __init__(
-        self,
-        config: ProviderConfig,
-        model_name: str,
-        key_loader: KeyLoader,
-        limiter: ProviderLimiter,
-        http_client: httpx2.AsyncClient | None = None,
-    ) -> None:
-        self.config = config
-        self.model_name = model_name
-        self._key_loader = key_loader
-        self._limiter = limiter
-        self._http = SharedHttpClient(http_client, pooled_client_factory(anthropic))
-
-    async def complete(
-        self,
-        messages: list[Message],
-        tools: list[ToolSpec],
-        *,
-        on_delta: DeltaCallback | None = None,
-        on_chunk: ChunkCallback | None = None,
-        on_notice: NoticeCallback | None = None,
-    ) -> Completion:
-        """Send the conversation, return the model's turn. Raises ProviderError."""
-        request = self.request_body(messages, tools)
-        turn = TurnCall(messages, tools, on_delta, on_chunk, on_notice)
-        return await complete_with_retry(
-            self.config, self.model_name, self._limiter, lambda: self._attempt(request, turn), turn
-        )
-
-    async def aclose(self) -> None:
-        """Close the adapter's own connection pool."""
-        await self._http.aclose()
+    sdk = anthropic
+    client_class = anthropic.AsyncAnthropic
+    unfinished = "no message_stop before the stream ended"
 
     def request_body(self, messages: list[Message], tools: list[ToolSpec]) -> dict[str, Any]:
         """The JSON body of the request: system apart, tool results as user blocks, and
@@ -109,69 +57,44 @@ class AnthropicModel:
             body["messages"][-1]["content"][-1]["cache_control"] = dict(CACHE_POINT)
         return body
 
-    async def _attempt(self, request: dict[str, Any], turn: TurnCall) -> Completion:
-        """One HTTP call; every failure leaves as a ProviderError without the SDK's traceback."""
-        key = await load_key(self.config, self._key_loader)
-        client: anthropic.AsyncAnthropic | None = anthropic.AsyncAnthropic(
-            api_key=key,
-            base_url=self.config.base_url,
-            max_retries=0,
-            timeout=http_timeout(self.config),
-            http_client=self._http.get(),
-        )
-        failure: BaseException
-        answered = False
-        try:
-            stream = await client.messages.create(**request)
-            answered = True
-            async with stream:
-                if is_json_answer(stream.response):
-                    # A server that ignores `stream: true` sent the whole message.
-                    body = json.loads(await stream.response.aread())
-                    return await _read_body(body, turn, self.config, self.model_name)
-                return await _read_stream(stream, turn, self.config, self.model_name)
-        except CallbackError as exc:
-            failure = exc.original
-        except Exception as exc:
-            failure = self._translate(exc, answered)
-        finally:
-            # Tracebacks keep frames alive; this one must not keep the keyed client.
-            client = None
-        if isinstance(failure, ProviderError):
-            failure = scrub(failure, key)
-        key = ""
-        # Raised here, outside the except block, so no SDK exception rides along as context.
-        raise failure
+    async def _open(self, client: anthropic.AsyncAnthropic, request: dict[str, Any]) -> Any:
+        return await client.messages.create(**request)
 
-    def _translate(self, exc: Exception, answered: bool) -> ProviderError:
-        """An SDK or transport exception as a classified ProviderError; `answered` when the
-        server had sent its 200 (a connection lost after it is a cut stream)."""
-        config = self.config
-        if isinstance(exc, ProviderError):
-            return exc
-        if isinstance(exc, anthropic.APIStatusError):
-            # Errors streamed after a 200 arrive here too; classify reads their type.
-            return errors.classify(
-                exc.status_code, exc.body, exc.response.headers, provider=config.key
+    def _assembly(self) -> _Assembly:
+        return _Assembly()
+
+    async def _fold(self, acc: _Assembly, event: Any, turn: TurnCall) -> None:
+        await _add_event(acc, event, turn)
+
+    def _finished(self, acc: _Assembly) -> bool:
+        return acc.finished
+
+    def _completion(self, acc: _Assembly) -> Completion:
+        return _completion(acc, self.model_name)
+
+    async def _read_body(self, body: Any, turn: TurnCall) -> Completion:
+        """A whole Messages response (from a server that does not stream) as a Completion."""
+        if not isinstance(body, Mapping) or not isinstance(body.get("content"), list):
+            raise errors.incompatible(self.config.key, "the answer is JSON but not a message")
+        await turn.chunk()
+        acc = _Assembly(model=str(body.get("model") or ""), stop=body.get("stop_reason"))
+        _merge_usage(acc.usage, body.get("usage"))
+        for index, block in enumerate(body["content"]):
+            kind = str(_field(block, "type") or "")
+            part = {
+                "text": _field(block, "text"),
+                "thinking": _field(block, "thinking"),
+                "tool_use": json.dumps(_field(block, "input") or {}),
+            }.get(kind)
+            acc.blocks[index] = _Block(
+                type=kind,
+                id=str(_field(block, "id") or ""),
+                name=str(_field(block, "name") or ""),
+                parts=[part] if isinstance(part, str) and part else [],
             )
-        # A connection that never opened is no slow model (the aiohttp transport reports
-        # a refused connection as a connect timeout): it is unreachable.
-        if isinstance(exc, anthropic.APITimeoutError) and not errors.never_connected(exc):
-            return errors.timed_out(config.key, config.base_url, config.timeout_s)
-        if isinstance(exc, anthropic.APIConnectionError):
-            cause = str(exc.__cause__ or exc.__context__ or exc)
-            if answered:
-                return errors.stream_cut(config.key, cause)
-            return errors.unreachable(config.key, config.base_url, cause)
-        if isinstance(exc, anthropic.APIError):
-            return errors.classify(
-                None, exc.body if exc.body is not None else exc.message, None, provider=config.key
-            )
-        if isinstance(exc, httpx2.TransportError | httpx2.StreamError):
-            return errors.stream_cut(config.key, f"{type(exc).__name__}: {exc}")
-        if isinstance(exc, ValueError) and answered:
-            return errors.incompatible(config.key, f"the answer is not valid JSON: {exc}")
-        return errors.incompatible(config.key, f"unexpected {type(exc).__name__}: {exc}")
+            if kind == "text" and part:
+                await turn.delta(part)
+        return _completion(acc, self.model_name)
 
 
 def to_anthropic_messages(messages: list[Message]) -> list[dict[str, Any]]:
@@ -245,50 +168,6 @@ class _Assembly:
     finished: bool = False
 
 
-async def _read_stream(
-    stream: Any, turn: TurnCall, config: ProviderConfig, model_name: str
-) -> Completion:
-    """Consume the event stream into a Completion; no message_stop means the stream was cut."""
-    acc = _Assembly()
-    events = 0
-    async for event in stream:
-        events += 1
-        await turn.chunk()
-        await _add_event(acc, event, turn)
-    if events == 0:
-        raise turn.empty_answer(config)
-    if not acc.finished:
-        raise errors.stream_cut(config.key, "no message_stop before the stream ended")
-    return _completion(acc, model_name)
-
-
-async def _read_body(
-    body: Any, turn: TurnCall, config: ProviderConfig, model_name: str
-) -> Completion:
-    """A whole Messages response (from a server that does not stream) as a Completion."""
-    if not isinstance(body, Mapping) or not isinstance(body.get("content"), list):
-        raise errors.incompatible(config.key, "the answer is JSON but not a message")
-    await turn.chunk()
-    acc = _Assembly(model=str(body.get("model") or ""), stop=body.get("stop_reason"))
-    _merge_usage(acc.usage, body.get("usage"))
-    for index, block in enumerate(body["content"]):
-        kind = str(_field(block, "type") or "")
-        part = {
-            "text": _field(block, "text"),
-            "thinking": _field(block, "thinking"),
-            "tool_use": json.dumps(_field(block, "input") or {}),
-        }.get(kind)
-        acc.blocks[index] = _Block(
-            type=kind,
-            id=str(_field(block, "id") or ""),
-            name=str(_field(block, "name") or ""),
-            parts=[part] if isinstance(part, str) and part else [],
-        )
-        if kind == "text" and part:
-            await turn.delta(part)
-    return _completion(acc, model_name)
-
-
 def _completion(acc: _Assembly, model_name: str) -> Completion:
     """What an assembled answer says, as a Completion."""
     ordered = [block for _, block in sorted(acc.blocks.items())]
@@ -359,12 +238,3 @@ def _merge_usage(usage: Usage, raw: Any) -> None:
     thinking = _field(_field(raw, "output_tokens_details"), "thinking_tokens")
     if thinking is not None:
         usage.reasoning = int(thinking)
-
-
-def _field(obj: Any, name: str) -> Any:
-    """A field of an SDK object or a plain dict."""
-    if obj is None:
-        return None
-    if isinstance(obj, Mapping):
-        return obj.get(name)
-    return getattr(obj, name, None)

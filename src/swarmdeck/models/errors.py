@@ -173,11 +173,53 @@ def never_connected(exc: BaseException) -> bool:
     return isinstance(exc.__cause__ or exc.__context__, httpx2.ConnectTimeout)
 
 
+def hung_up(exc: BaseException) -> bool:
+    """True when the server took the connection and the request, then closed it before
+    its answer began: aiohttp's ServerDisconnectedError, httpx's RemoteProtocolError
+    (the aiohttp transport reports the first as a connect timeout, so look down the
+    chain)."""
+    import httpx2
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if type(seen).__name__ == "ServerDisconnectedError" or isinstance(
+            seen, httpx2.RemoteProtocolError
+        ):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def closed_early(provider: str, detail: str) -> ProviderError:
+    """The server took the request, then closed the connection before its answer was
+    whole (none of it may have arrived): reached, but cut off, as a cut stream."""
+    cut = stream_cut(provider, detail)
+    return ProviderError(
+        f"{provider}: the server took the request, then closed the connection before its "
+        f"answer was complete: {_one_line(detail) or 'disconnected'}",
+        cut.hint,
+        retryable=True,
+        kind=STREAM_CUT,
+    )
+
+
 def timed_out(provider: str, base_url: str, timeout_s: float) -> ProviderError:
     """No answer within the provider's timeout."""
     return ProviderError(
         f"{provider}: no answer from {base_url} within {timeout_s:g}s",
         "raise timeout_s in the provider file if the model is slow",
+        retryable=True,
+        kind=TIMED_OUT,
+    )
+
+
+def no_first_byte(provider: str, base_url: str, timeout_s: float) -> ProviderError:
+    """The endpoint took the request and sent nothing back within the first-byte timeout."""
+    return ProviderError(
+        f"{provider}: {base_url} took the request and sent no byte of an answer within "
+        f"{timeout_s:g}s",
+        "is the server stuck? raise first_byte_timeout_s in the provider file if the model "
+        "is slow to start answering",
         retryable=True,
         kind=TIMED_OUT,
     )

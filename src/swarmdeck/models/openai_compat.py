@@ -2,86 +2,26 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx2
 import openai
 
-from swarmdeck.errors import ProviderError
 from swarmdeck.models import errors
-from swarmdeck.models.limiter import ProviderLimiter
-from swarmdeck.models.registry import ProviderConfig
-from swarmdeck.models.retry import (
-    CallbackError,
-    KeyLoader,
-    SharedHttpClient,
-    TurnCall,
-    complete_with_retry,
-    http_timeout,
-    is_json_answer,
-    load_key,
-    pooled_client_factory,
-    scrub,
-)
-from swarmdeck.models.types import (
-    ChunkCallback,
-    Completion,
-    DeltaCallback,
-    Message,
-    NoticeCallback,
-    ToolCall,
-    ToolSpec,
-    Usage,
-)
-
-FINISH_REASONS = {
-    "tool_calls": "tool_calls",
-    "function_call": "tool_calls",
-    "stop": "stop",
-    "length": "length",
-}
+from swarmdeck.models.adapter import VendorAdapter
+from swarmdeck.models.adapter import field_of as _get
+from swarmdeck.models.retry import TurnCall
+from swarmdeck.models.types import Completion, Message, ToolCall, ToolSpec, Usage
 
 
-class OpenAICompatModel:
+class OpenAICompatModel(VendorAdapter["_Assembly"]):
     """Streams a Chat Completions turn and reassembles text, tool calls, reasoning and usage."""
 
-    def __init__(
-        self,
-        config: ProviderConfig,
-        model_name: str,
-        key_loader: KeyLoader,
-        limiter: ProviderLimiter,
-        http_client: httpx2.AsyncClient | None = None,
-    ) -> None:
-        self.config = config
-        self.model_name = model_name
-        self._key_loader = key_loader
-        self._limiter = limiter
-        self._http = SharedHttpClient(http_client, pooled_client_factory(openai))
-
-    async def complete(
-        self,
-        messages: list[Message],
-        tools: list[ToolSpec],
-        *,
-        on_delta: DeltaCallback | None = None,
-        on_chunk: ChunkCallback | None = None,
-        on_notice: NoticeCallback | None = None,
-    ) -> Completion:
-        """Send the conversation, return the model's turn. Raises ProviderError."""
-        request = self.request_body(messages, tools)
-        turn = TurnCall(messages, tools, on_delta, on_chunk, on_notice)
-        return await complete_with_retry(
-            self.config, self.model_name, self._limiter, lambda: self._attempt(request, turn), turn
-        )
-
-    async def aclose(self) -> None:
-        """Close the adapter's own connection pool."""
-        await self._http.aclose()
+    sdk = openai
+    client_class = openai.AsyncOpenAI
+    unfinished = "no finish_reason before the stream ended"
 
     def request_body(self, messages: list[Message], tools: list[ToolSpec]) -> dict[str, Any]:
         """The JSON body of the request, with the provider's quirks applied."""
@@ -114,67 +54,53 @@ class OpenAICompatModel:
                 body["tool_choice"] = "auto"
         return body
 
-    async def _attempt(self, request: dict[str, Any], turn: TurnCall) -> Completion:
-        """One HTTP call; every failure leaves as a ProviderError without the SDK's traceback."""
-        key = await load_key(self.config, self._key_loader)
-        client: openai.AsyncOpenAI | None = openai.AsyncOpenAI(
-            api_key=key,
-            base_url=self.config.base_url,
-            max_retries=0,
-            timeout=http_timeout(self.config),
-            http_client=self._http.get(),
-        )
-        failure: BaseException
-        answered = False
-        try:
-            stream = await _post_chat(client, request)
-            answered = True
-            async with stream:
-                if is_json_answer(stream.response):
-                    # A server that ignores `stream: true` sent the whole completion.
-                    body = json.loads(await stream.response.aread())
-                    return await _read_body(body, turn, self.config, self.model_name)
-                return await _read_stream(stream, turn, self.config, self.model_name)
-        except CallbackError as exc:
-            failure = exc.original
-        except Exception as exc:
-            failure = self._translate(exc, answered)
-        finally:
-            # Tracebacks keep frames alive; this one must not keep the keyed client.
-            client = None
-        if isinstance(failure, ProviderError):
-            failure = scrub(failure, key)
-        key = ""
-        # Raised here, outside the except block, so no SDK exception rides along as context.
-        raise failure
+    async def _open(self, client: openai.AsyncOpenAI, request: dict[str, Any]) -> Any:
+        return await _post_chat(client, request)
 
-    def _translate(self, exc: Exception, answered: bool) -> ProviderError:
-        """An SDK or transport exception as a classified ProviderError; `answered` when the
-        server had sent its 200 (a connection lost after it is a cut stream)."""
-        config = self.config
-        if isinstance(exc, ProviderError):
-            return exc
-        if isinstance(exc, openai.APIStatusError):
-            return errors.classify(
-                exc.status_code, exc.body, exc.response.headers, provider=config.key
+    def _assembly(self) -> _Assembly:
+        return _Assembly()
+
+    async def _fold(self, acc: _Assembly, chunk: Any, turn: TurnCall) -> None:
+        acc.model = acc.model or (_get(chunk, "model") or "")
+        usage = _get(chunk, "usage")
+        for choice in _get(chunk, "choices") or ():
+            # Kimi reports usage inside the choice instead of the chunk.
+            usage = usage or _get(choice, "usage")
+            await _add_choice(acc, choice, turn)
+        if usage:
+            acc.usage = map_usage(usage)
+
+    def _finished(self, acc: _Assembly) -> bool:
+        return acc.finish is not None
+
+    def _completion(self, acc: _Assembly) -> Completion:
+        return _completion(acc, self.model_name)
+
+    async def _read_body(self, body: Any, turn: TurnCall) -> Completion:
+        """A whole chat.completion body (from a server that does not stream) as a Completion."""
+        choices = _get(body, "choices") or ()
+        if not isinstance(body, Mapping) or not choices:
+            raise errors.incompatible(
+                self.config.key, "the answer is JSON but not a chat completion"
             )
-        # A connection that never opened is no slow model (the aiohttp transport reports
-        # a refused connection as a connect timeout): it is unreachable.
-        if isinstance(exc, openai.APITimeoutError) and not errors.never_connected(exc):
-            return errors.timed_out(config.key, config.base_url, config.timeout_s)
-        if isinstance(exc, openai.APIConnectionError) and answered:
-            return errors.stream_cut(config.key, _cause_text(exc))
-        if isinstance(exc, openai.APIConnectionError):
-            return errors.unreachable(config.key, config.base_url, _cause_text(exc))
-        if isinstance(exc, openai.APIError):
-            # An error event inside an otherwise successful stream.
-            body = exc.body if exc.body is not None else exc.message
-            return errors.classify(None, body, None, provider=config.key)
-        if isinstance(exc, httpx2.TransportError | httpx2.StreamError):
-            return errors.stream_cut(config.key, f"{type(exc).__name__}: {exc}")
-        if isinstance(exc, ValueError) and answered:
-            return errors.incompatible(config.key, f"the answer is not valid JSON: {exc}")
-        return errors.incompatible(config.key, f"unexpected {type(exc).__name__}: {exc}")
+        await turn.chunk()
+        acc = _Assembly(model=_get(body, "model") or "")
+        choice = choices[0]
+        message = _get(choice, "message") or {}
+        thought = _get(message, "reasoning_content") or _get(message, "reasoning")
+        if isinstance(thought, str) and thought:
+            acc.reasoning.append(thought)
+        text = _get(message, "content")
+        if isinstance(text, str) and text:
+            acc.text.append(text)
+            await turn.delta(text)
+        for index, call in enumerate(_get(message, "tool_calls") or ()):
+            acc.add_call_delta({**call, "index": index})
+        acc.finish = _get(choice, "finish_reason") or "stop"
+        usage = _get(body, "usage") or _get(choice, "usage")
+        if usage:
+            acc.usage = map_usage(usage)
+        return _completion(acc, self.model_name)
 
 
 async def _post_chat(
@@ -197,13 +123,6 @@ async def _post_chat(
         stream=True,
         stream_cls=openai.AsyncStream[object],
     )
-
-
-def _cause_text(exc: BaseException) -> str:
-    """The underlying reason of a connection error ("All connection attempts failed", ...)."""
-    cause = exc.__cause__ or exc.__context__
-    text = str(cause) if cause is not None and str(cause) else str(exc)
-    return errors.redact(text)
 
 
 def to_openai_messages(messages: list[Message], *, echo_reasoning: bool) -> list[dict[str, Any]]:
@@ -299,57 +218,6 @@ class _Assembly:
         ]
 
 
-async def _read_stream(
-    stream: Any, turn: TurnCall, config: ProviderConfig, model_name: str
-) -> Completion:
-    """Consume the chunk stream into a Completion; a stream without a finish reason was cut."""
-    acc = _Assembly()
-    chunks = 0
-    async for chunk in stream:
-        chunks += 1
-        await turn.chunk()
-        acc.model = acc.model or (_get(chunk, "model") or "")
-        usage = _get(chunk, "usage")
-        for choice in _get(chunk, "choices") or ():
-            # Kimi reports usage inside the choice instead of the chunk.
-            usage = usage or _get(choice, "usage")
-            await _add_choice(acc, choice, turn)
-        if usage:
-            acc.usage = map_usage(usage)
-    if chunks == 0:
-        raise turn.empty_answer(config)
-    if acc.finish is None:
-        raise errors.stream_cut(config.key, "no finish_reason before the stream ended")
-    return _completion(acc, model_name)
-
-
-async def _read_body(
-    body: Any, turn: TurnCall, config: ProviderConfig, model_name: str
-) -> Completion:
-    """A whole chat.completion body (from a server that does not stream) as a Completion."""
-    choices = _get(body, "choices") or ()
-    if not isinstance(body, Mapping) or not choices:
-        raise errors.incompatible(config.key, "the answer is JSON but not a chat completion")
-    await turn.chunk()
-    acc = _Assembly(model=_get(body, "model") or "")
-    choice = choices[0]
-    message = _get(choice, "message") or {}
-    thought = _get(message, "reasoning_content") or _get(message, "reasoning")
-    if isinstance(thought, str) and thought:
-        acc.reasoning.append(thought)
-    text = _get(message, "content")
-    if isinstance(text, str) and text:
-        acc.text.append(text)
-        await turn.delta(text)
-    for index, call in enumerate(_get(message, "tool_calls") or ()):
-        acc.add_call_delta({**call, "index": index})
-    acc.finish = _get(choice, "finish_reason") or "stop"
-    usage = _get(body, "usage") or _get(choice, "usage")
-    if usage:
-        acc.usage = map_usage(usage)
-    return _completion(acc, model_name)
-
-
 def _completion(acc: _Assembly, model_name: str) -> Completion:
     """What an assembled answer says, as a Completion."""
     assert acc.finish is not None
@@ -359,7 +227,8 @@ def _completion(acc: _Assembly, model_name: str) -> Completion:
         tool_calls=calls,
         reasoning="".join(acc.reasoning) or None,
         usage=acc.usage or Usage(),
-        stop_reason=FINISH_REASONS.get(acc.finish, acc.finish),
+        # The legacy `function_call` is a tool call too; the rest are neutral already.
+        stop_reason="tool_calls" if acc.finish == "function_call" else acc.finish,
         model=acc.model or model_name,
     )
 
@@ -398,12 +267,3 @@ def map_usage(raw: Any) -> Usage:
         reasoning=int(reasoning or 0),
         cache_read=cached,
     )
-
-
-def _get(obj: Any, name: str) -> Any:
-    """A field of an SDK object or of a plain dict (vendor extras arrive as dicts)."""
-    if obj is None:
-        return None
-    if isinstance(obj, Mapping):
-        return obj.get(name)
-    return getattr(obj, name, None)

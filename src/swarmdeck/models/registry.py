@@ -24,6 +24,8 @@ Quirk = Literal[
 ]
 
 LS_HINT = "run `swarmdeck provider ls`"
+# The default wait for the first byte of an answer (`run --help` states it too).
+FIRST_BYTE_TIMEOUT_S = 120.0
 PACKAGED_DIR = "providers"
 
 
@@ -52,6 +54,9 @@ class ProviderConfig(BaseModel):
     max_attempts: int = Field(default=5, ge=1, le=50)
     # Read timeout of one call; also how long a crashed caller's limiter slot stays taken.
     timeout_s: float = Field(default=600.0, gt=0)
+    # How long one request may wait for the first byte of its answer: an endpoint that
+    # takes the request and never answers fails this soon, not after timeout_s.
+    first_byte_timeout_s: float = Field(default=FIRST_BYTE_TIMEOUT_S, gt=0)
     # A scripted model (the demo's): a packaged script of swarmdeck.testing, served by a
     # fake server on loopback that each process calling it starts on demand (models/
     # scripted.py); base_url is then only the loopback host it binds.

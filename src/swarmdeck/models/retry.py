@@ -135,9 +135,12 @@ class TurnCall:
             self._prompt_tokens = prompt_tokens(self.messages, self.tools)
         return self._prompt_tokens
 
-    def empty_answer(self, config: ProviderConfig) -> ProviderError:
-        """The error for a 200 whose stream held nothing at all."""
-        return errors.empty_answer(config.key, self.prompt_tokens(), config.context_tokens)
+    def empty_answer(self, config: ProviderConfig, window: int | None = None) -> ProviderError:
+        """The error for a 200 whose stream held nothing at all, for a model whose window
+        is `window` (else the provider file's)."""
+        return errors.empty_answer(
+            config.key, self.prompt_tokens(), window or config.context_tokens
+        )
 
 
 def is_json_answer(response: httpx2.Response) -> bool:

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 Role = Literal["system", "user", "assistant", "tool"]
+# Usage's token counts, in the order the contract prints them.
+TOKEN_COUNTS = ("input", "output", "reasoning", "cache_read", "cache_write")
 
 
 @dataclass(frozen=True)
@@ -59,22 +61,13 @@ class Usage:
 
     def add(self, other: Usage) -> None:
         """Accumulate another call's counts into this one."""
-        self.input += other.input
-        self.output += other.output
-        self.reasoning += other.reasoning
-        self.cache_read += other.cache_read
-        self.cache_write += other.cache_write
+        for name in TOKEN_COUNTS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
         self.estimated = self.estimated or other.estimated
 
     def as_dict(self) -> dict[str, int]:
         """The counts as the plain dict the contract prints."""
-        return {
-            "input": self.input,
-            "output": self.output,
-            "reasoning": self.reasoning,
-            "cache_read": self.cache_read,
-            "cache_write": self.cache_write,
-        }
+        return {name: getattr(self, name) for name in TOKEN_COUNTS}
 
 
 @dataclass

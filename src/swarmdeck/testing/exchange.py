@@ -31,7 +31,14 @@ _DEFAULT_MESSAGES: dict[int, str] = {
     429: "rate limit exceeded",
     500: "internal server error",
 }
-_ROUTES = {"/v1/chat/completions": "POST", "/v1/messages": "POST", "/v1/models": "GET"}
+_ROUTES = {
+    "/v1/chat/completions": "POST",
+    "/v1/messages": "POST",
+    "/v1/models": "GET",
+    # Where llama.cpp and Ollama say their window (vLLM says it in /v1/models).
+    "/props": "GET",
+    "/api/show": "POST",
+}
 
 
 @dataclass(frozen=True)
@@ -76,10 +83,13 @@ def error_body(api: Api, status: int, message: str) -> dict[str, Any]:
     return wire.error_body(status, message)
 
 
-def models_list() -> dict[str, Any]:
-    """A model list both SDKs can parse (OpenAI and Anthropic fields side by side)."""
+def models_list(window: int | None = None) -> dict[str, Any]:
+    """A model list both SDKs can parse (OpenAI and Anthropic fields side by side), with
+    vLLM's `max_model_len` when the model has a window."""
+    extra = {"max_model_len": window} if window else {}
     data = [
         {
+            **extra,
             "id": name,
             "object": "model",
             "type": "model",
@@ -97,6 +107,14 @@ def models_list() -> dict[str, Any]:
         "first_id": FAKE_MODELS[0],
         "last_id": FAKE_MODELS[-1],
     }
+
+
+def window_said(path: str, window: int | None) -> dict[str, Any]:
+    """The model's window as llama.cpp's /props or Ollama's /api/show says it."""
+    if path == "/props":
+        return {"default_generation_settings": {"n_ctx": window or 0}, "total_slots": 1}
+    info = {"general.architecture": "llama", "llama.context_length": window or 0}
+    return {"parameters": f"num_ctx {window or 0}", "model_info": info}
 
 
 def _head(
@@ -197,7 +215,9 @@ def _route(fake: Backend, method: str, path: str, api: Api, body: Any) -> Iterat
     if method != _ROUTES[path]:
         raise HttpError(405, f"method {method} not allowed on {path}")
     if path == "/v1/models":
-        yield Send(json_answer(fake, 200, models_list()))
+        yield Send(json_answer(fake, 200, models_list(fake.window()[0])))
+    elif path in ("/props", "/api/show"):
+        yield Send(json_answer(fake, 200, window_said(path, fake.window()[0])))
     else:
         yield from _chat(fake, api, body)
 
@@ -218,6 +238,8 @@ def _chat(fake: Backend, api: Api, body: Any) -> Iterator[Step]:
         yield Pause(wait)
     if fault is not None and fault.status is not None:
         raise _fault_error(fault)
+    if fault is not None and fault.hang_up:
+        raise _Dropped
     malformed = bool(fault and fault.malformed_arguments)
     cache = fake.cache.serve(api, request.body)
     answer = build_answer(api, reply, request, malformed=malformed, cache=cache)

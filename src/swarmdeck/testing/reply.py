@@ -39,6 +39,7 @@ class Fault:
     ignore_stream: bool = False
     empty_stream: bool = False
     omit_usage: bool = False
+    hang_up: bool = False
 
 
 @dataclass(frozen=True)

@@ -92,7 +92,9 @@ class FaultSpec(_Strict):
     Besides errors and cut streams, the ways real servers misbehave: `ignore_stream`
     answers a streamed request with the whole JSON body; `empty_stream` answers 200 with
     an event stream that holds nothing (llama.cpp, given a prompt over its window);
-    `omit_usage` streams no token counts (llama.cpp, always).
+    `omit_usage` streams no token counts (llama.cpp, always); `hang_up` closes the
+    connection without a byte of answer (aimock's `truncateAfterChunks`, whose 200 and
+    first chunks are still corked when it destroys the socket).
     """
 
     status: int | None = Field(default=None, ge=400, le=599)
@@ -104,6 +106,7 @@ class FaultSpec(_Strict):
     ignore_stream: bool = False
     empty_stream: bool = False
     omit_usage: bool = False
+    hang_up: bool = False
 
 
 class ToolCallSpec(_Strict):
