@@ -20,7 +20,7 @@ from swarmdeck.tools.visible import (
 )
 
 
-def _hide(path: Path) -> list[str]:
+def hide_args(path: Path) -> list[str]:
     """bwrap args that cover `path`: an empty tmpfs for a dir, /dev/null for anything else.
 
     The /dev/null bind lands on a nodev mount, so opening the covered file fails outright.
@@ -44,7 +44,7 @@ def _system_binds() -> list[str]:
             args += ["--ro-bind", str(path), str(path)]
     args += ["--ro-bind", "/etc", "/etc"]
     for secret in etc_secrets():
-        args += _hide(Path(os.path.realpath(secret)) if secret.is_symlink() else secret)
+        args += hide_args(Path(os.path.realpath(secret)) if secret.is_symlink() else secret)
     return args
 
 
@@ -81,9 +81,9 @@ def bwrap_args(
         # swarmdeck home may live in the workdir, and the run dir in the home).
         for path in hidden:
             if path != root and _within(path, root):
-                args += _hide(path)
+                args += hide_args(path)
     for path in _workdir_secrets(workdir):
-        args += _hide(path)
+        args += hide_args(path)
     args += ["--chdir", str(workdir), "--clearenv"]
     for name, value in env.items():
         args += ["--setenv", name, value]

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 from swarmdeck.errors import PermissionDeniedError, ToolError
 from swarmdeck.secrets.redact import default_redactor
 from swarmdeck.tools.base import WRITE_MODES, Effect, Tool, ToolContext
-from swarmdeck.tools.paths import CREDENTIAL_DIRS, confine, credential_reason
+from swarmdeck.tools.paths import CREDENTIAL_DIRS, confine, credential_reason, home_reason
 
 MAX_FILE_BYTES = 50_000_000
 MAX_OUTPUT_CHARS = 100_000
@@ -186,12 +186,17 @@ def _candidate_files(
                 continue
             st = path.lstat()
             too_big = st.st_size > MAX_GREP_FILE_BYTES
-            if not stat.S_ISREG(st.st_mode) or too_big or credential_reason(path, root=root):
+            if not stat.S_ISREG(st.st_mode) or too_big or _refused(path, root):
                 continue
             if st.st_nlink > 1:
                 skipped.append(rel)
                 continue
             yield path
+
+
+def _refused(path: Path, root: Path) -> bool:
+    """True for a file grep skips: a credential, or a file of swarmdeck's home."""
+    return bool(credential_reason(path, root=root) or home_reason(path, root))
 
 
 def _search_file(path: Path, rx: re.Pattern[str], rel: str, room: int) -> list[str]:

@@ -22,28 +22,13 @@ DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
 
 
 def launcher_argv(
-    argv: Sequence[str],
-    *,
-    workdir: Path,
-    run_dir: Path,
-    writable: bool,
-    network: bool,
-    landlock: bool,
-    hidden_paths: Sequence[Path],
-    extra_writable: Sequence[Path] = (),
+    argv: Sequence[str], *, network: bool, landlock_rules: dict[str, list[str]] | None
 ) -> list[str]:
-    """`python -I -S launcher.py OPTIONS -- argv`, with Landlock rules when `landlock`."""
+    """`python -I -S launcher.py OPTIONS -- argv`, confined by `landlock_rules` if any."""
     options = ["--network"] if network else []
-    if landlock:
-        rules = landlock_rules(
-            workdir=workdir,
-            run_dir=run_dir,
-            writable=writable,
-            hidden_paths=hidden_paths,
-            extra_writable=extra_writable,
-        )
+    if landlock_rules is not None:
         options.append("--landlock")
-        options += [f"--{kind}={path}" for kind, paths in rules.items() for path in paths]
+        options += [f"--{kind}={path}" for kind, paths in landlock_rules.items() for path in paths]
     return [sys.executable, "-I", "-S", str(LAUNCHER), *options, "--", *argv]
 
 
@@ -94,13 +79,17 @@ def _top_level(folder: Path) -> list[Path]:
 
 
 def grants_excluding(root: Path, excluded: Sequence[Path]) -> list[Path]:
-    """Paths whose grants cover everything under `root` except the `excluded` paths."""
+    """Paths whose grants cover everything under `root` except the `excluded` paths.
+
+    Symlinks are never granted: Landlock would grant their target, which may lie anywhere
+    (a link in the workdir to the home); what a link inside `root` points to is granted as
+    itself."""
     inside = [p for p in excluded if _inside(p, root)]
     if not inside:
         return [] if root in excluded else [root]
     grants: list[Path] = []
     for entry in _top_level(root):
-        if entry in excluded:
+        if entry in excluded or entry.is_symlink():
             continue
         if any(_inside(p, entry) for p in inside):
             grants += grants_excluding(entry, inside)
