@@ -29,6 +29,8 @@ from swarmdeck.tools.jail.opted_out import open_bwrap_args, open_landlock_rules
 from swarmdeck.tools.policy import RUNS_ANOTHER_RE
 from swarmdeck.tools.sandbox_info import (  # noqa: F401 (the sandbox's public names)
     INSTALL_HINT,
+    OPT_OUT_KEEPS,
+    OPT_OUT_LIFTS,
     OPTED_OUT_REASON,
     SandboxInfo,
     SandboxKind,
