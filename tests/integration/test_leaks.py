@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import secrets
 import subprocess
 import sys
@@ -270,3 +271,34 @@ async def test_a_link_in_the_workdir_does_not_open_the_home(
     for name in ("link.key", "creds/openai.key", "home/credentials/openai.key"):
         out = await call(SHELL_TOOL, ctx, argv=_encoded_read(name))
         assert "exit_code: 0" not in out.content and not [e for e in ENCODINGS if e in out.content]
+
+
+def test_sandbox_off_sends_no_encoding_of_the_key_to_the_model(
+    sd_home: Path, workdir: Path, fake_llm
+) -> None:
+    """Issue 30 item 1 end to end, as it was found: `sandbox: off` in settings.yaml, a
+    code-mode run whose model asks for the key file reversed and base64-encoded, then with
+    `sh -c cat`. Nothing of it reaches the model's next request, the transcript or the home."""
+    key_file = sd_home / "credentials" / "fake.key"
+    asks = [_encoded_read(key_file), ["sh", "-c", f"cat {key_file}; echo done"]]
+
+    def model(req: FakeRequest) -> Reply:
+        if req.turn < len(asks):
+            return Reply(tool_calls=(ReplyToolCall("shell", {"argv": asks[req.turn]}),))
+        return Reply(text="done")
+
+    fake_llm.set_script(model)
+    write_provider(sd_home, "fake", fake_llm.openai_base_url, needs_key=True)
+    (sd_home / "settings.yaml").write_text("sandbox: off\n")
+    stored = run_cli(sd_home, "key", "set", "fake", "--stdin", stdin_text=KEY + "\n")
+    assert stored.code == 0, stored.stderr
+    res = run_cli(
+        sd_home, "run", "read the key", "-m", "fake", "-C", str(workdir), "--mode", "code"
+    )
+    assert res.code == 0, res.stderr
+    sent = [json.dumps(r.body) for r in fake_llm.requests]
+    assert len(sent) == len(asks) + 1 and "exit_code" in sent[-1]
+    for text in [*sent, res.stdout, res.stderr]:
+        assert not [e for e in ENCODINGS if e in text], text
+    leaked = [p for p in _files_containing(sd_home, KEY[::-1].encode()) if p.name != "fake.key"]
+    assert leaked == []
