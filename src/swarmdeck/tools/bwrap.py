@@ -15,7 +15,6 @@ from swarmdeck.tools.paths import credential_reason
 from swarmdeck.tools.visible import (
     etc_secrets,
     interpreter_dirs,
-    swarmdeck_homes_within,
     system_dirs,
 )
 
@@ -74,7 +73,7 @@ def bwrap_args(
     roots += sorted([(run_dir, True), (workdir, writable)], key=lambda b: len(b[0].parts))
     # A worktree's index and objects live in the main repository: a commit needs them.
     roots += [(p, True) for p in _existing(extra_writable)] if writable else []
-    hidden = _existing([*hidden_paths, *swarmdeck_homes_within(workdir)])
+    hidden = _existing(hidden_paths)
     for root, rw in roots:
         args += ["--bind" if rw else "--ro-bind", str(root), str(root)]
         # Whatever must stay hidden inside what was just bound is covered again (the

@@ -237,6 +237,8 @@ async def run_command(
         raise ToolError(f"the workdir does not exist: {workdir}")
     info = sandbox or await asyncio.to_thread(detect_sandbox)
     env = await asyncio.to_thread(build_env, run_dir)
+    # Every layout hides these: swarmdeck homes (this one, the default, any in the workdir)
+    # and the user's credential dirs.
     hidden = [*default_hidden_paths(), *hidden_paths, *swarmdeck_homes_within(workdir)]
     full, runner = await asyncio.to_thread(
         _command_line, argv, info, env, workdir=workdir, run_dir=run_dir, writable=writable,

@@ -12,7 +12,6 @@ from swarmdeck.tools.paths import credential_reason
 from swarmdeck.tools.visible import (
     etc_entries,
     interpreter_dirs,
-    swarmdeck_homes_within,
     system_dirs,
 )
 
@@ -52,7 +51,7 @@ def landlock_rules(
     directory inside it is refused; its top-level .env files stay readable (bubblewrap
     hides them).
     """
-    hidden = [Path(os.path.realpath(p)) for p in [*hidden_paths, *swarmdeck_homes_within(workdir)]]
+    hidden = [Path(os.path.realpath(p)) for p in hidden_paths]
     read = [str(p) for p in system_dirs()] + [str(p) for p in etc_entries()]
     read += [str(p) for p in interpreter_dirs() if not any(_inside(h, p) for h in hidden)]
     write, listable = [str(run_dir)], []
