@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import stat
 import sys
 from collections.abc import Iterator
@@ -57,6 +58,27 @@ def write_private(path: Path, data: bytes) -> None:
     with os.fdopen(fd, "wb") as handle:
         os.fchmod(handle.fileno(), FILE_MODE)
         handle.write(data)
+    os.replace(tmp, path)
+
+
+def replace_atomically(path: Path, data: bytes, mode: int | None, suffix: str = ".tmp") -> None:
+    """Replace `path` with `data` through a fresh temp file beside it: no symlink followed,
+    `mode` set before any byte lands (None: the umask's default), synced before the rename.
+    A failure leaves `path` as it was and no temp file."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}{suffix}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode or 0o666)
+    try:
+        if mode is not None:
+            os.fchmod(fd, mode)  # umask-proof
+        with os.fdopen(fd, "wb", closefd=False) as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
     os.replace(tmp, path)
 
 

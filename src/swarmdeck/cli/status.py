@@ -88,14 +88,14 @@ def collect_status() -> dict[str, Any]:
 
 def _sandbox_line(sb: dict[str, Any]) -> str:
     """What confines shell tools here, and what that means for the modes."""
-    from swarmdeck.tools.sandbox import INSTALL_HINT
+    from swarmdeck.tools.sandbox import INSTALL_HINT, OPT_OUT_KEEPS, OPT_OUT_LIFTS
 
     if sb["kind"] == "bwrap":
         return f"[green]bwrap[/] (bubblewrap {sb['version'] or ''})"
     if sb["kind"] == "landlock":
         return f"[green]landlock[/] (ABI {sb['version']}; bubblewrap confines more)"
     effect = (
-        "read-only modes have no shell; write modes run it unconfined (you opted out)"
+        f"read-only modes have no shell; you opted out: {OPT_OUT_LIFTS}; {OPT_OUT_KEEPS}"
         if sb["opted_out"]
         else "read-only modes have no shell; write modes refuse it unless --no-sandbox"
     )

@@ -6,12 +6,12 @@ import contextlib
 import importlib
 import os
 import re
-import secrets
 import stat
 from pathlib import Path
 from types import ModuleType
 
 from swarmdeck.errors import CredentialError
+from swarmdeck.filemodes import replace_atomically
 
 PROVIDER_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 KEYRING_ENV = "SWARMDECK_KEYRING"
@@ -126,18 +126,7 @@ class CredentialStore:
 
     def _write_private(self, path: Path, data: bytes) -> None:
         """Write atomically through a 0600 temp file; fchmod makes the mode umask-proof."""
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
-        try:
-            os.fchmod(fd, FILE_MODE)
-            os.write(fd, data)
-            os.fsync(fd)
-        except BaseException:
-            os.close(fd)
-            tmp.unlink(missing_ok=True)
-            raise
-        os.close(fd)
-        os.replace(tmp, path)
+        replace_atomically(path, data, FILE_MODE)
 
     def get(self, provider: str) -> str | None:
         """The key for `provider`, or None if none is stored."""

@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from swarmdeck.swarm.plan import SubmitPlanArgs
 from swarmdeck.swarm.spec import SWARM_MODE
-from swarmdeck.tools.base import Effect, Tool, ToolContext
+from swarmdeck.tools.base import control_tool
 
-
-async def _checked_by_coordinator(_ctx: ToolContext, _args: Any) -> str:
-    raise AssertionError("submit_plan is carried out by the swarm's coordinator")
-
-
-SUBMIT_PLAN_TOOL = Tool(
-    name="submit_plan",
-    description=(
-        "Submit the swarm's plan: its members, each with a role, a self-contained task and "
-        "a mode. It is checked; when it is rejected you are told exactly why."
-    ),
-    args_model=SubmitPlanArgs,
-    effect=Effect.IDEMPOTENT,
-    body=_checked_by_coordinator,
+SUBMIT_PLAN_TOOL = control_tool(
+    "submit_plan",
+    "Submit the swarm's plan: its members, each with a role, a self-contained task and "
+    "a mode. It is checked; when it is rejected you are told exactly why.",
+    SubmitPlanArgs,
+    carried_out_by="the swarm's coordinator",
     modes=frozenset({SWARM_MODE}),
-    control=True,
 )

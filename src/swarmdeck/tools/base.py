@@ -167,3 +167,19 @@ class ToolRegistry:
     def names(self) -> list[str]:
         """Every registered tool's name."""
         return list(self._tools)
+
+
+def control_tool(
+    name: str,
+    description: str,
+    args_model: type[BaseModel],
+    carried_out_by: str,
+    modes: frozenset[str] = ALL_MODES,
+) -> Tool:
+    """A control tool whose call `carried_out_by` (the session workflow, the swarm's
+    coordinator) checks and carries out itself: its body is never called."""
+
+    async def never_called(_ctx: ToolContext, _args: Any) -> str:
+        raise AssertionError(f"{name} is carried out by {carried_out_by}")
+
+    return Tool(name, description, args_model, Effect.IDEMPOTENT, never_called, modes, control=True)

@@ -15,12 +15,11 @@ from swarmdeck.tools.paths import credential_reason
 from swarmdeck.tools.visible import (
     etc_secrets,
     interpreter_dirs,
-    swarmdeck_homes_within,
     system_dirs,
 )
 
 
-def _hide(path: Path) -> list[str]:
+def hide_args(path: Path) -> list[str]:
     """bwrap args that cover `path`: an empty tmpfs for a dir, /dev/null for anything else.
 
     The /dev/null bind lands on a nodev mount, so opening the covered file fails outright.
@@ -44,7 +43,7 @@ def _system_binds() -> list[str]:
             args += ["--ro-bind", str(path), str(path)]
     args += ["--ro-bind", "/etc", "/etc"]
     for secret in etc_secrets():
-        args += _hide(Path(os.path.realpath(secret)) if secret.is_symlink() else secret)
+        args += hide_args(Path(os.path.realpath(secret)) if secret.is_symlink() else secret)
     return args
 
 
@@ -74,16 +73,16 @@ def bwrap_args(
     roots += sorted([(run_dir, True), (workdir, writable)], key=lambda b: len(b[0].parts))
     # A worktree's index and objects live in the main repository: a commit needs them.
     roots += [(p, True) for p in _existing(extra_writable)] if writable else []
-    hidden = _existing([*hidden_paths, *swarmdeck_homes_within(workdir)])
+    hidden = _existing(hidden_paths)
     for root, rw in roots:
         args += ["--bind" if rw else "--ro-bind", str(root), str(root)]
         # Whatever must stay hidden inside what was just bound is covered again (the
         # swarmdeck home may live in the workdir, and the run dir in the home).
         for path in hidden:
             if path != root and _within(path, root):
-                args += _hide(path)
+                args += hide_args(path)
     for path in _workdir_secrets(workdir):
-        args += _hide(path)
+        args += hide_args(path)
     args += ["--chdir", str(workdir), "--clearenv"]
     for name, value in env.items():
         args += ["--setenv", name, value]

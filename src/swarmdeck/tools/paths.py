@@ -57,6 +57,23 @@ def credential_reason(
     return None
 
 
+def home_reason(path: Path, root: Path) -> str | None:
+    """Why `path` is refused as part of swarmdeck's home, or None.
+
+    A workdir inside the home (a worktree under <home>/worktrees) is the tool's own; a
+    workdir that is the home or holds it does not open the home's settings, providers,
+    store and logs to the tools.
+    """
+    home = Path(os.path.realpath(home_dir()))
+    real_root = Path(os.path.realpath(root))
+    if real_root != home and home in real_root.parents:
+        return None
+    for spelling in (path, Path(os.path.realpath(path))):
+        if _is_within(spelling, home):
+            return f"swarmdeck's home: {home}"
+    return None
+
+
 def _resolve(candidate: Path, raw: str) -> Path:
     """Follow every symlink; strict where the file exists, the nearest real parent otherwise."""
     try:
@@ -84,7 +101,7 @@ def confine(workdir: Path, raw: str, *, for_write: bool, creds_dir: Path | None 
         via = " through a symlink" if _is_within(lexical, root) else ""
         raise PermissionDeniedError(f"path escapes the workdir{via}: {raw}")
     for checked in (lexical, resolved):
-        reason = credential_reason(checked, creds_dir, root=root)
+        reason = credential_reason(checked, creds_dir, root=root) or home_reason(checked, root)
         if reason:
             raise PermissionDeniedError(reason)
     if for_write and ".git" in resolved.relative_to(root).parts:

@@ -8,72 +8,40 @@ is resolved to its real path and must be installed in a trusted dir, never in th
 not a determined program: any interpreter can do what a denied command does. What holds
 against that is the sandbox (read-only binds, no network, no credentials mounted) and the
 rebuilt environment.
+
+How an argv is read (wrappers, git's subcommand, a shell script's commands) is
+tools/command_line.py; this file decides on what it read.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shlex
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from swarmdeck.errors import PermissionDeniedError, ToolError
 from swarmdeck.tools.base import WRITE_MODES
+from swarmdeck.tools.command_line import (  # noqa: F401 (unwrap_chain, RUNS_ANOTHER_RE: public)
+    FIND_EXEC,
+    GIT_VALUE_OPTS,
+    RUNS_ANOTHER_RE,
+    denied,
+    find_exec_commands,
+    first_word,
+    git_subcommand,
+    git_subcommand_at,
+    program,
+    script_commands,
+    shell_script,
+    unwrap,
+    unwrap_chain,
+)
 from swarmdeck.tools.visible import tool_path, trusted_program_dirs
 from swarmdeck.workspace.safegit import no_program_options
 
-# Variables that make a program load or run another one: never set for a tool, neither by
-# the environment nor by `env VAR=value` in its argv.
-RUNS_ANOTHER_RE = re.compile(
-    r"^(?:LD_\w+|GIT_(?:EXTERNAL_DIFF|PAGER|EDITOR|SSH\w*|ASKPASS|EXEC_PATH|CONFIG\w*|"
-    r"PROXY_COMMAND|TEMPLATE_DIR|DIR|WORK_TREE)|PAGER|MANPAGER|EDITOR|VISUAL|BROWSER|"
-    r"SSH_ASKPASS|PYTHON\w*|PERL5?\w*|RUBY\w*|NODE_OPTIONS|BASH_ENV|ENV|PROMPT_COMMAND|"
-    r"SHELLOPTS|BASHOPTS|IFS|CDPATH)$"
-)
-_ASSIGNMENT_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=")
-
-# --- programs that only run another program -------------------------------------------------
-
-# Options of each wrapper that take a separate value (so the value is not taken for the
-# wrapped program).
-_WRAPPER_VALUE_OPTS: dict[str, frozenset[str]] = {
-    "env": frozenset({"-u", "--unset", "-C", "--chdir"}),
-    "nice": frozenset({"-n", "--adjustment"}),
-    "nohup": frozenset(),
-    "timeout": frozenset({"-s", "--signal", "-k", "--kill-after"}),
-    "stdbuf": frozenset({"-i", "-o", "-e", "--input", "--output", "--error"}),
-    "ionice": frozenset({"-c", "--class", "-n", "--classdata", "-p", "--pid"}),
-    "time": frozenset(),
-    "xargs": frozenset({"-I", "-n", "-P", "-d", "-E", "-L", "-s"}),
-}
-# Wrapper options that would run a string we cannot inspect, or write a file.
-_WRAPPER_REFUSED_OPTS: dict[str, frozenset[str]] = {
-    "env": frozenset({"-S", "--split-string"}),
-    "time": frozenset({"-o", "--output", "-a", "--append"}),
-    "xargs": frozenset({"-a", "--arg-file"}),
-}
-_MAX_UNWRAP = 8
-# In a read-only mode a wrapper may take only these options (anything else could be a
-# value we would mistake for the wrapped program); flags take no value.
-_STRICT_FLAGS: dict[str, frozenset[str]] = {
-    "env": frozenset({"-i", "--ignore-environment", "-0", "--null", "--"}),
-    "nice": frozenset({"--"}),
-    "nohup": frozenset({"--"}),
-    "timeout": frozenset({"--preserve-status", "--foreground", "-v", "--verbose", "--"}),
-    "stdbuf": frozenset({"--"}),
-    "time": frozenset({"-p", "-v", "--verbose", "--portability", "--"}),
-    "xargs": frozenset({"-0", "--null", "-r", "--no-run-if-empty", "-t", "--verbose", "-x",
-                        "--exit", "--"}),
-    "ionice": frozenset({"-t", "--ignore", "--"}),
-}  # fmt: skip
-_STRICT_VALUE_OPTS: dict[str, frozenset[str]] = {
-    **_WRAPPER_VALUE_OPTS,
-    "ionice": frozenset({"-c", "--class", "-n", "--classdata"}),
-    "time": frozenset({"-f", "--format"}),
-}
-
+# Shells: each command of `sh -c SCRIPT` is judged on its own.
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "busybox", "ash"})
 
 # --- read-only modes ------------------------------------------------------------------------
@@ -88,10 +56,8 @@ READ_ONLY_COMMANDS = frozenset(
         "uname", "whoami", "id",
     }
 )  # fmt: skip
-# Options that turn an otherwise read-only command into one that writes or runs commands.
-_FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 _REFUSED_OPTIONS: dict[str, frozenset[str]] = {
-    "find": _FIND_EXEC | {"-delete", "-fprint", "-fprint0", "-fprintf", "-fls"},
+    "find": FIND_EXEC | {"-delete", "-fprint", "-fprint0", "-fprintf", "-fls"},
     "rg": frozenset({"--pre"}),
     "sort": frozenset({"--output", "--compress-program"}),
     "file": frozenset({"--compile"}),
@@ -120,7 +86,6 @@ _GIT_SUBMODULE_VALUES = {
     "--submodule": frozenset({"short"}),
     "--recurse-submodules": frozenset(),
 }
-_GIT_VALUE_OPTS = frozenset({"-C", "--git-dir", "--work-tree", "--namespace"})
 # sed scripts limited to printing: addresses followed by p, =, l or q.
 _SED_ADDR = r"(?:\d+(?:~\d+)?|\$|/(?:[^/\\]|\\.)*/I?)"
 _SED_CMD = re.compile(rf"^\s*(?:{_SED_ADDR}(?:\s*,\s*(?:{_SED_ADDR}|\+\d+))?)?\s*!?\s*[p=lq]\s*$")
@@ -192,11 +157,6 @@ _PUBLISH: dict[str, frozenset[str]] = {
 _ROOT_LIKE = frozenset({"/", "/*", "/.", "~", "~/", "~/*", "$HOME", "${HOME}", "..", "../"})
 # Deleting the whole workdir is never the task (it is the planner's tree or worktree).
 _WORKDIR_WIPE = frozenset({".", "./", "*", "./*"})
-_SHELL_KEYWORDS = frozenset(
-    {"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "for", "case", "esac",
-     "in", "!", "{", "}", "time", "exec", "command", "builtin"}
-)  # fmt: skip
-_SHELL_PUNCT = set("();<>|&")
 
 
 def check_command(mode: str, argv: Sequence[str], *, workdir: Path, network: bool = False) -> None:
@@ -233,78 +193,6 @@ def _check_argv(argv: Sequence[str]) -> None:
         raise ToolError("argv[0] is empty")
 
 
-def program(argv: Sequence[str]) -> str:
-    """The program name of `argv` (basename of argv[0])."""
-    return os.path.basename(argv[0])
-
-
-def _denied(mode: str, what: str, why: str) -> PermissionDeniedError:
-    return PermissionDeniedError(f"{what} is not allowed in {mode} mode: {why}")
-
-
-def unwrap(mode: str, argv: list[str]) -> list[str]:
-    """The argv a wrapper (env, nice, timeout, xargs...) would run; argv itself otherwise."""
-    return unwrap_chain(mode, argv, strict=mode not in WRITE_MODES)[-1]
-
-
-def unwrap_chain(mode: str, argv: list[str], *, strict: bool) -> list[list[str]]:
-    """argv, then the argv each wrapper in it would run, outermost first.
-
-    `strict` (read-only modes): a wrapper option we do not know, and any VAR=value, is
-    refused. Otherwise only an assignment of a variable that runs programs is refused.
-    """
-    chain = [argv]
-    for _ in range(_MAX_UNWRAP):
-        inner = _unwrap_once(mode, argv, strict)
-        if inner is None:
-            return chain
-        chain.append(inner)
-        argv = inner
-    raise _denied(mode, "deeply nested wrappers", "too many levels to check")
-
-
-def _unwrap_once(mode: str, argv: list[str], strict: bool) -> list[str] | None:
-    """The argv the wrapper `argv` would run; None when argv is no wrapper, or is bare."""
-    prog = program(argv)
-    value_opts = (_STRICT_VALUE_OPTS if strict else _WRAPPER_VALUE_OPTS).get(prog)
-    if value_opts is None:
-        return None
-    i = 1
-    while i < len(argv) and (argv[i].startswith("-") or (prog == "env" and "=" in argv[i])):
-        arg = argv[i]
-        opt = arg.split("=", 1)[0]
-        if prog == "env" and not arg.startswith("-"):
-            _check_assignment(mode, arg, strict)
-            i += 1
-            continue
-        refused = _WRAPPER_REFUSED_OPTS.get(prog, frozenset())
-        if opt in refused or (prog == "env" and arg.startswith("-S")):
-            raise _denied(mode, f"{prog} {opt}", "its argument cannot be checked")
-        known = opt in value_opts or arg in _STRICT_FLAGS.get(prog, ())
-        legacy_nice = prog == "nice" and re.fullmatch(r"-\d+", arg)
-        if strict and not known and not legacy_nice:
-            raise _denied(mode, f"{prog} {arg}", "an option swarmdeck cannot check")
-        if arg == "--":
-            i += 1
-            break
-        i += 2 if opt in value_opts and "=" not in arg else 1
-    if prog == "timeout" and i < len(argv):
-        i += 1  # the duration
-    if i >= len(argv):
-        return None  # a bare wrapper (`env` prints the environment)
-    return argv[i:]
-
-
-def _check_assignment(mode: str, arg: str, strict: bool) -> None:
-    """Refuse `VAR=value` in argv: always in a read-only mode; elsewhere for a variable that
-    makes a program run another (GIT_EXTERNAL_DIFF, LD_PRELOAD, PAGER...)."""
-    name = arg.split("=", 1)[0]
-    if RUNS_ANOTHER_RE.match(name):
-        raise _denied(mode, f"setting {name}", "it makes a program run another one")
-    if strict:
-        raise _denied(mode, f"env {name}=...", "environment assignments are refused")
-
-
 # --- programs by path -----------------------------------------------------------------------
 
 
@@ -323,14 +211,14 @@ def check_program_path(mode: str, name: str, workdir: Path) -> Path:
     system's, the interpreter's) and lies outside the workdir, whatever symlinks say."""
     found = resolve_program(name, workdir)
     if found is None:
-        raise _denied(mode, name, "no such program in the system's or the interpreter's dirs")
+        raise denied(mode, name, "no such program in the system's or the interpreter's dirs")
     real = Path(os.path.realpath(found))
     root = Path(os.path.realpath(workdir))
     if any(p == root or root in p.parents for p in (found, real)):
-        raise _denied(mode, name, "a program inside the workdir never runs in a read-only mode")
+        raise denied(mode, name, "a program inside the workdir never runs in a read-only mode")
     trusted = trusted_program_dirs()
     if Path(os.path.realpath(found.parent)) not in trusted or real.parent not in trusted:
-        raise _denied(
+        raise denied(
             mode,
             name,
             f"it resolves to {real}; read-only modes run only programs installed in "
@@ -346,13 +234,13 @@ def _check_read_only(mode: str, argv: list[str], *, tests: bool) -> None:
     argv = unwrap(mode, argv)
     prog = program(argv)
     if prog in SHELLS:
-        raise _denied(mode, prog, "shell interpreters are refused; pass the argv directly")
+        raise denied(mode, prog, "shell interpreters are refused; pass the argv directly")
     if tests and _is_test_runner(argv):
         return
     if prog not in READ_ONLY_COMMANDS:
         allowed = ", ".join(sorted(READ_ONLY_COMMANDS))
         extra = " and test runners (pytest, npm test, go test, cargo test, make test...)"
-        raise _denied(
+        raise denied(
             mode,
             prog,
             f"not on the read-only allow-list ({allowed}{extra if tests else ''})",
@@ -364,7 +252,7 @@ def _check_read_only(mode: str, argv: list[str], *, tests: bool) -> None:
     for arg in argv[1:]:
         cluster = arg[1:] if arg.startswith("-") and not arg.startswith("--") else ""
         if arg.split("=", 1)[0] in refused or any(c in cluster for c in short):
-            raise _denied(mode, f"{prog} {arg}", "it writes files or runs commands")
+            raise denied(mode, f"{prog} {arg}", "it writes files or runs commands")
 
 
 def _check_git_read(mode: str, argv: list[str]) -> None:
@@ -372,22 +260,22 @@ def _check_git_read(mode: str, argv: list[str]) -> None:
     while i < len(argv) and argv[i].startswith("-"):
         opt = argv[i].split("=", 1)[0]
         if opt in ("-c", "--config-env", "--exec-path"):
-            raise _denied(mode, f"git {opt}", "it can make git run arbitrary programs")
-        i += 2 if opt in _GIT_VALUE_OPTS and "=" not in argv[i] else 1
+            raise denied(mode, f"git {opt}", "it can make git run arbitrary programs")
+        i += 2 if opt in GIT_VALUE_OPTS and "=" not in argv[i] else 1
     sub = argv[i] if i < len(argv) else ""
     if sub not in _GIT_READ:
-        raise _denied(mode, f"git {sub or '(no subcommand)'}", "not a read-only git command")
+        raise denied(mode, f"git {sub or '(no subcommand)'}", "not a read-only git command")
     rest = argv[i + 1 :]
     listing = _GIT_LIST_ONLY.get(sub)
     if listing is not None and any(a not in listing for a in rest):
-        raise _denied(mode, f"git {sub} {' '.join(rest)}", "only listing is allowed")
+        raise denied(mode, f"git {sub} {' '.join(rest)}", "only listing is allowed")
     for arg in rest:
         if arg.startswith(_GIT_REFUSED_PREFIXES):
-            raise _denied(mode, f"git {sub} {arg}", "it writes files or runs commands")
+            raise denied(mode, f"git {sub} {arg}", "it writes files or runs commands")
         name, eq, value = arg.partition("=")
         allowed = _GIT_SUBMODULE_VALUES.get(name)
         if allowed is not None and (value if eq else None) not in allowed:
-            raise _denied(
+            raise denied(
                 mode, f"git {sub} {arg}", "it runs git in submodules, under their own config"
             )
 
@@ -403,32 +291,27 @@ def _check_sed_read(mode: str, argv: list[str]) -> None:
         elif arg.startswith("--expression="):
             scripts.append(arg.split("=", 1)[1])
         elif arg.startswith("--in-place") or arg in ("-f", "--file") or arg.startswith("--file="):
-            raise _denied(mode, f"sed {arg}", "only printing with sed -n is allowed")
+            raise denied(mode, f"sed {arg}", "only printing with sed -n is allowed")
         elif arg.startswith("-") and not arg.startswith("--") and len(arg) > 1:
             if "i" in arg or "f" in arg:
-                raise _denied(mode, f"sed {arg}", "only printing with sed -n is allowed")
+                raise denied(mode, f"sed {arg}", "only printing with sed -n is allowed")
             quiet = quiet or "n" in arg
         else:
             positional.append(arg)
     if not scripts and positional:
         scripts.append(positional.pop(0))
     if not quiet:
-        raise _denied(mode, "sed without -n", "only printing with sed -n is allowed")
+        raise denied(mode, "sed without -n", "only printing with sed -n is allowed")
     for script in scripts:
         for command in re.split(r"[;\n]", script):
             if command.strip() and not _SED_CMD.match(command):
-                raise _denied(mode, f"sed script {command.strip()!r}", "only p, =, l, q")
+                raise denied(mode, f"sed script {command.strip()!r}", "only p, =, l, q")
 
 
 _READ_ONLY_CHECKS: dict[str, Callable[[str, list[str]], None]] = {
     "git": _check_git_read,
     "sed": _check_sed_read,
 }
-
-
-def _first_word(args: list[str]) -> str:
-    """The first argument that is not an option."""
-    return next((a for a in args if not a.startswith("-")), "")
 
 
 def _is_test_runner(argv: list[str]) -> bool:
@@ -442,9 +325,9 @@ def _is_test_runner(argv: list[str]) -> bool:
         words = [a for a in args if not a.startswith("-")]
         return words[:1] in (["test"], ["t"]) or words[:2] == ["run", "test"]
     if prog in ("go", "cargo", "mvn", "gradle", "gradlew", "deno"):
-        return _first_word(args) == "test"
+        return first_word(args) == "test"
     if prog == "npx":
-        return _first_word(args) in ("jest", "vitest", "mocha")
+        return first_word(args) in ("jest", "vitest", "mocha")
     if prog == "make":
         return _is_make_test(args)
     return False
@@ -477,11 +360,11 @@ def _check_denied(mode: str, argv: list[str], network: bool) -> None:
     argv = unwrap(mode, argv)
     prog = program(argv)
     if prog in _DENIED or prog.startswith("mkfs"):
-        raise _denied(mode, prog, _DENIED.get(prog, "changes the host system"))
+        raise denied(mode, prog, _DENIED.get(prog, "changes the host system"))
     if prog in NETWORK_COMMANDS and not network:
-        raise _denied(mode, prog, "network tools need a profile that allows network")
+        raise denied(mode, prog, "network tools need a profile that allows network")
     if prog == "rsync" and not network and any(":" in a for a in argv[1:]):
-        raise _denied(mode, "rsync to a remote", "needs a profile that allows network")
+        raise denied(mode, "rsync to a remote", "needs a profile that allows network")
     if prog in SHELLS:
         _check_shell_script(mode, argv, network)
     elif prog == "git":
@@ -489,53 +372,26 @@ def _check_denied(mode: str, argv: list[str], network: bool) -> None:
     elif prog in ("rm", "chmod", "chown", "chgrp", "shred"):
         _check_root_targets(mode, argv)
     elif prog == "dd" and any(a.startswith("of=/dev/") for a in argv[1:]):
-        raise _denied(mode, "dd to a device", "changes the host system")
+        raise denied(mode, "dd to a device", "changes the host system")
     elif prog == "find":
-        for command in _find_exec_commands(argv):
+        for command in find_exec_commands(argv):
             _check_denied(mode, command, network)
     _check_installers(mode, argv, network)
 
 
-def _find_exec_commands(argv: list[str]) -> list[list[str]]:
-    """The commands `find -exec CMD ... ;` would run."""
-    commands, i = [], 1
-    while i < len(argv):
-        if argv[i] in _FIND_EXEC:
-            end = next((j for j in range(i + 1, len(argv)) if argv[j] in (";", "+")), len(argv))
-            if end > i + 1:
-                commands.append(argv[i + 1 : end])
-            i = end
-        i += 1
-    return commands
-
-
-def _git_subcommand_at(argv: list[str]) -> int:
-    """Where git's subcommand is in argv (len(argv) when there is none)."""
-    i = 1
-    while i < len(argv) and argv[i].startswith("-"):
-        opt = argv[i].split("=", 1)[0]
-        i += 2 if (opt in _GIT_VALUE_OPTS or opt == "-c") and "=" not in argv[i] else 1
-    return min(i, len(argv))
-
-
-def _git_subcommand(argv: list[str]) -> str:
-    i = _git_subcommand_at(argv)
-    return argv[i] if i < len(argv) else ""
-
-
 def _check_git_write(mode: str, argv: list[str], network: bool) -> None:
-    sub = _git_subcommand(argv)
+    sub = git_subcommand(argv)
     base = sub.split("-", 1)[0] if sub.startswith("credential") else sub
     if base in _GIT_ALWAYS_DENIED:
-        raise _denied(mode, f"git {sub}", _GIT_ALWAYS_DENIED[base])
+        raise denied(mode, f"git {sub}", _GIT_ALWAYS_DENIED[base])
     if sub in _GIT_NETWORK and not network:
-        raise _denied(mode, f"git {sub}", "talks to a remote; needs a profile that allows network")
+        raise denied(mode, f"git {sub}", "talks to a remote; needs a profile that allows network")
 
 
 def _check_root_targets(mode: str, argv: list[str]) -> None:
     prog, args = program(argv), argv[1:]
     if "--no-preserve-root" in args:
-        raise _denied(mode, f"{prog} --no-preserve-root", "deletes the whole system")
+        raise denied(mode, f"{prog} --no-preserve-root", "deletes the whole system")
     recursive = (
         any(
             a in ("--recursive", "-R")
@@ -551,87 +407,42 @@ def _check_root_targets(mode: str, argv: list[str]) -> None:
         norm = target.rstrip("/") or "/"
         shallow = norm.startswith("/") and norm.count("/") <= 1
         if target in _ROOT_LIKE or norm in (home, os.path.dirname(home)) or shallow:
-            raise _denied(mode, f"{prog} -r {target}", "reaches far beyond the workdir")
+            raise denied(mode, f"{prog} -r {target}", "reaches far beyond the workdir")
         if prog in ("rm", "shred") and target in _WORKDIR_WIPE:
-            raise _denied(mode, f"{prog} -r {target}", "it would wipe the whole workdir")
+            raise denied(mode, f"{prog} -r {target}", "it would wipe the whole workdir")
         if norm == ".." or target.startswith("../"):
-            raise _denied(mode, f"{prog} -r {target}", "reaches outside the workdir")
+            raise denied(mode, f"{prog} -r {target}", "reaches outside the workdir")
 
 
 def _check_installers(mode: str, argv: list[str], network: bool) -> None:
     prog, args = program(argv), argv[1:]
     if _PYTHON_RE.match(prog) and args[:2] == ["-m", "pip"]:
         prog, args = "pip", args[2:]
-    if prog == "uv" and _first_word(args) == "pip":
+    if prog == "uv" and first_word(args) == "pip":
         prog, args = "pip", args[args.index("pip") + 1 :]
     if re.match(r"^pip\d*(\.\d+)?$", prog):
         prog = "pip"
-    if _first_word(args) in _PUBLISH.get(prog, frozenset()):
-        raise _denied(mode, f"{prog} {_first_word(args)}", "publishing is the planner's decision")
+    if first_word(args) in _PUBLISH.get(prog, frozenset()):
+        raise denied(mode, f"{prog} {first_word(args)}", "publishing is the planner's decision")
     subs = _INSTALL_SUBCOMMANDS.get(prog)
-    if subs and _first_word(args) in subs and not network:
-        raise _denied(
+    if subs and first_word(args) in subs and not network:
+        raise denied(
             mode,
-            f"{prog} {_first_word(args)}",
+            f"{prog} {first_word(args)}",
             "installing changes a shared environment and downloads code; "
             "needs a profile that allows network",
         )
 
 
-def _script_commands(script: str) -> list[list[str]]:
-    """The simple commands of a shell script, split on operators, subshells and backticks."""
-    lexer = shlex.shlex(script, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    commands: list[list[str]] = [[]]
-    for token in lexer:
-        if set(token) <= _SHELL_PUNCT:
-            commands.append([])
-            continue
-        pieces = token.replace("$(", "`").split("`")
-        for n, piece in enumerate(pieces):
-            if n:
-                commands.append([])
-            if piece:
-                commands[-1].append(piece)
-    return [c for c in (_strip_prefix(c) for c in commands) if c]
-
-
-def _strip_prefix(words: list[str]) -> list[str]:
-    """Drop shell keywords and VAR=value assignments in front of a command; an assignment
-    of a variable that runs programs (also after `export`) is refused."""
-    for word in words:
-        match = _ASSIGNMENT_RE.match(word)
-        if match and RUNS_ANOTHER_RE.match(match.group(1)):
-            raise PermissionDeniedError(
-                f"setting {match.group(1)} is not allowed: it makes a program run another one"
-            )
-    i = 0
-    while i < len(words) and (words[i] in _SHELL_KEYWORDS or _ASSIGNMENT_RE.match(words[i])):
-        i += 1
-    return words[i:]
-
-
-def _shell_script(argv: list[str]) -> str | None:
-    """The SCRIPT of `sh -c SCRIPT` (also `bash -ec SCRIPT`), or None for a script file."""
-    for i, arg in enumerate(argv[1:], start=1):
-        if not arg.startswith("-") or arg.startswith("--"):
-            if not arg.startswith("--"):
-                return None  # the first operand is a script file
-            continue
-        if "c" in arg[1:]:
-            return argv[i + 1] if i + 1 < len(argv) else ""
-    return None
-
-
 def _check_shell_script(mode: str, argv: list[str], network: bool) -> None:
     """Check each command of `sh -c SCRIPT` against the deny-list."""
-    script = _shell_script(argv)
+    script = shell_script(argv)
     if script is None:
         return  # a script file the model wrote: the sandbox, not this list, bounds it
     try:
-        commands = _script_commands(script)
+        commands = script_commands(script)
     except ValueError as exc:
-        raise _denied(mode, f"{program(argv)} -c", f"cannot parse the script ({exc})") from exc
+        raise denied(mode, f"{program(argv)} -c", f"cannot parse the script ({exc})") from exc
     for command in commands:
         if command[0] == "eval":
             _check_shell_script(mode, ["sh", "-c", " ".join(command[1:])], network)
@@ -657,7 +468,7 @@ def hardened(mode: str, argv: list[str], workdir: Path) -> list[str]:
     config names."""
     if mode in WRITE_MODES or program(argv) != "git":
         return argv
-    at = _git_subcommand_at(argv)
+    at = git_subcommand_at(argv)
     options = no_program_options(workdir, argv[1:at])
     if at >= len(argv):
         return [argv[0], *options, *argv[1:]]

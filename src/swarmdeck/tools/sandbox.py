@@ -24,16 +24,19 @@ from pathlib import Path
 from swarmdeck.errors import PermissionDeniedError, ToolError
 from swarmdeck.secrets.redact import default_redactor
 from swarmdeck.tools.bwrap import bwrap_args
-from swarmdeck.tools.jail.command import launcher_argv
+from swarmdeck.tools.jail.command import landlock_rules, launcher_argv
+from swarmdeck.tools.jail.opted_out import open_bwrap_args, open_landlock_rules
 from swarmdeck.tools.policy import RUNS_ANOTHER_RE
 from swarmdeck.tools.sandbox_info import (  # noqa: F401 (the sandbox's public names)
     INSTALL_HINT,
+    OPT_OUT_KEEPS,
+    OPT_OUT_LIFTS,
     OPTED_OUT_REASON,
     SandboxInfo,
     SandboxKind,
     sandbox_warning,
 )
-from swarmdeck.tools.visible import default_hidden_paths, tool_path
+from swarmdeck.tools.visible import default_hidden_paths, swarmdeck_homes_within, tool_path
 
 SANDBOX_ENV = "SWARMDECK_SANDBOX"
 OFF_VALUES = frozenset({"off", "0", "false", "no", "none"})
@@ -103,11 +106,31 @@ def shell_refusal(mode_writes: bool, info: SandboxInfo, opted_out: bool) -> str 
             f"still work; {INSTALL_HINT}"
         )
     if opted_out:
-        return None
+        return None if home_shield() else no_shield_reason()
     return (
         f"the shell needs a sandbox and none works here ({info.reason}); {INSTALL_HINT}; "
         "or accept running without one: --no-sandbox, or `sandbox: off` in "
         "$SWARMDECK_HOME/settings.yaml"
+    )
+
+
+def home_shield() -> SandboxKind | None:
+    """What keeps swarmdeck's home out of an opted-out run's tools: Landlock (it also keeps
+    them from tracing the worker), else bubblewrap; None where neither works."""
+    for probe in (_probe_landlock, _probe_bwrap):
+        info = probe()
+        if info.available:
+            return info.kind
+    return None
+
+
+def no_shield_reason() -> str:
+    """Why an opted-out run's shell refuses where nothing can hide the home from it."""
+    why = "; ".join(probe().reason for probe in (_probe_bwrap, _probe_landlock))
+    return (
+        "the shell refuses: without a sandbox a command still may not see swarmdeck's home "
+        f"(its credential store), and nothing here can hide it ({why}); {INSTALL_HINT}, or "
+        f"run on Linux 6.7+ (Landlock ABI 4)"
     )
 
 
@@ -214,19 +237,13 @@ async def run_command(
         raise ToolError(f"the workdir does not exist: {workdir}")
     info = sandbox or await asyncio.to_thread(detect_sandbox)
     env = await asyncio.to_thread(build_env, run_dir)
-    layout = functools.partial(
-        bwrap_args if info.kind == "bwrap" else launcher_argv,
-        workdir=workdir,
-        run_dir=run_dir,
-        writable=writable,
-        network=network,
-        hidden_paths=[*default_hidden_paths(), *hidden_paths],
-        extra_writable=extra_writable,
-    )
-    if info.kind == "bwrap":
-        full = [*await asyncio.to_thread(layout, env=env), "--", *argv]
-    else:
-        full = await asyncio.to_thread(layout, argv, landlock=info.kind == "landlock")
+    # Every layout hides these: swarmdeck homes (this one, the default, any in the workdir)
+    # and the user's credential dirs.
+    hidden = [*default_hidden_paths(), *hidden_paths, *swarmdeck_homes_within(workdir)]
+    full, runner = await asyncio.to_thread(
+        _command_line, argv, info, env, workdir=workdir, run_dir=run_dir, writable=writable,
+        network=network, hidden_paths=hidden, extra_writable=extra_writable,
+    )  # fmt: skip
     try:
         proc = await asyncio.create_subprocess_exec(
             *full,
@@ -242,7 +259,39 @@ async def run_command(
         return CommandResult(127, f"command not found: {argv[0]}", False, False, info.kind)
     except PermissionError:
         return CommandResult(126, f"permission denied: {argv[0]}", False, False, info.kind)
-    return await _supervise(proc, timeout_s, output_cap, info.kind)
+    return await _supervise(proc, timeout_s, output_cap, info.kind, runner)
+
+
+def _command_line(
+    argv: list[str],
+    info: SandboxInfo,
+    env: dict[str, str],
+    *,
+    workdir: Path,
+    run_dir: Path,
+    writable: bool,
+    network: bool,
+    hidden_paths: list[Path],
+    extra_writable: Sequence[Path],
+) -> tuple[list[str], SandboxKind]:
+    """The full command line of one run, and what runs it (bwrap, or the launcher with or
+    without Landlock). Without a sandbox the home is still hidden, or the run is refused."""
+    places = {"workdir": workdir, "run_dir": run_dir, "extra_writable": extra_writable}
+    if info.available:
+        places |= {"writable": writable, "hidden_paths": hidden_paths}
+        if info.kind == "bwrap":
+            return [*bwrap_args(env=env, network=network, **places), "--", *argv], "bwrap"
+        return launcher_argv(argv, network=network, landlock_rules=landlock_rules(**places)), (
+            "landlock"
+        )
+    shield = home_shield()
+    if shield is None:
+        raise PermissionDeniedError(no_shield_reason())
+    places["hidden_paths"] = hidden_paths
+    if shield == "bwrap":
+        return [*open_bwrap_args(env=env, network=network, **places), "--", *argv], "bwrap"
+    rules = open_landlock_rules(**places)
+    return launcher_argv(argv, network=network, landlock_rules=rules), "landlock"
 
 
 class _Capture:
@@ -315,7 +364,11 @@ async def _wait_exit(proc: asyncio.subprocess.Process, timeout_s: float) -> bool
 
 
 async def _supervise(
-    proc: asyncio.subprocess.Process, timeout_s: float, cap: int, sandbox: SandboxKind
+    proc: asyncio.subprocess.Process,
+    timeout_s: float,
+    cap: int,
+    sandbox: SandboxKind,
+    runner: SandboxKind,
 ) -> CommandResult:
     """Wait for `proc` with a deadline, collecting capped output; kill its group at the end.
 
@@ -325,7 +378,7 @@ async def _supervise(
     assert proc.stdout is not None
     capture = _Capture(max(cap, 0))
     reader = asyncio.create_task(_pump(proc.stdout, capture))
-    launched = sandbox != "bwrap"
+    launched = runner != "bwrap"
     try:
         timed_out = not await _wait_exit(proc, timeout_s)
     except asyncio.CancelledError:

@@ -12,6 +12,14 @@ from typing import Literal
 SandboxKind = Literal["bwrap", "landlock", "none"]
 INSTALL_HINT = "install bubblewrap: `apt install bubblewrap`, or `make demo` as root"
 OPTED_OUT_REASON = "turned off by the user (--no-sandbox or sandbox: off)"
+# What opting out of the sandbox lifts, and what stays (tests/integration/test_opt_out.py
+# checks each fact against a real command).
+OPT_OUT_LIFTS = "shell commands may read and write outside the workdir"
+OPT_OUT_KEEPS = (
+    "they still get no network unless the provider profile grants it, no secret in their "
+    "environment, no view of swarmdeck's home (its credential store) or of ~/.ssh and the "
+    "other credential dirs, and nothing they start outlives the call"
+)
 
 
 @dataclass(frozen=True)
@@ -39,5 +47,5 @@ def sandbox_warning(read_only: bool, reason: str, opted_out: bool) -> str:
     if read_only:
         return f"{head} this read-only run has no shell tool, only the file tools; {INSTALL_HINT}"
     if opted_out:
-        return f"{head} shell commands run unconfined, as you asked"
+        return f"{head} {OPT_OUT_LIFTS}, as you asked; {OPT_OUT_KEEPS}"
     return f"{head} the shell tool will refuse to run; {INSTALL_HINT}, or pass --no-sandbox"

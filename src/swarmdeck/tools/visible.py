@@ -140,7 +140,9 @@ def default_hidden_paths() -> list[Path]:
     """Paths no tool may see even inside a directory it is shown: the swarmdeck home and
     the user's credentials."""
     user_home = Path.home()
-    return [home_dir(), *(user_home / name for name in USER_SECRETS)]
+    # The default home too when SWARMDECK_HOME names another: it may hold real keys.
+    homes = dict.fromkeys([home_dir(), user_home / ".swarmdeck"])
+    return [*homes, *(user_home / name for name in USER_SECRETS)]
 
 
 def swarmdeck_homes_within(root: Path, depth: int = HOME_SEARCH_DEPTH) -> list[Path]:

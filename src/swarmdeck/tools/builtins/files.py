@@ -7,7 +7,6 @@ import contextlib
 import fnmatch
 import os
 import re
-import secrets
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,9 +14,10 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from swarmdeck.errors import PermissionDeniedError, ToolError
+from swarmdeck.filemodes import replace_atomically
 from swarmdeck.secrets.redact import default_redactor
 from swarmdeck.tools.base import WRITE_MODES, Effect, Tool, ToolContext
-from swarmdeck.tools.paths import CREDENTIAL_DIRS, confine, credential_reason
+from swarmdeck.tools.paths import CREDENTIAL_DIRS, confine, credential_reason, home_reason
 
 MAX_FILE_BYTES = 50_000_000
 MAX_OUTPUT_CHARS = 100_000
@@ -186,12 +186,17 @@ def _candidate_files(
                 continue
             st = path.lstat()
             too_big = st.st_size > MAX_GREP_FILE_BYTES
-            if not stat.S_ISREG(st.st_mode) or too_big or credential_reason(path, root=root):
+            if not stat.S_ISREG(st.st_mode) or too_big or _refused(path, root):
                 continue
             if st.st_nlink > 1:
                 skipped.append(rel)
                 continue
             yield path
+
+
+def _refused(path: Path, root: Path) -> bool:
+    """True for a file grep skips: a credential, or a file of swarmdeck's home."""
+    return bool(credential_reason(path, root=root) or home_reason(path, root))
 
 
 def _search_file(path: Path, rx: re.Pattern[str], rel: str, room: int) -> list[str]:
@@ -250,21 +255,7 @@ def _write(path: Path, data: bytes) -> None:
         mode = stat.S_IMODE(path.lstat().st_mode)
     except FileNotFoundError:
         mode = None
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.swarmdeck-tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
-    try:
-        if mode is not None:
-            os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb", closefd=False) as f:
-            f.write(data)
-            f.flush()
-            os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        tmp.unlink(missing_ok=True)
-        raise
-    os.close(fd)
-    os.replace(tmp, path)
+    replace_atomically(path, data, mode, suffix=".swarmdeck-tmp")
 
 
 async def _write_file(ctx: ToolContext, args: WriteFileArgs) -> str:
@@ -287,33 +278,22 @@ async def _write_file(ctx: ToolContext, args: WriteFileArgs) -> str:
     return f"wrote {shown} ({len(data)} bytes, {lines} lines)"
 
 
+# Positional, in Tool's field order: name, description, arguments, effect, body (, modes).
 READ_FILE = Tool(
-    name="read_file",
-    description="Read a text file in the workdir, with line numbers. Use offset/limit to page.",
-    args_model=ReadFileArgs,
-    effect=Effect.READ,
-    body=_read_file,
-)
+    "read_file",
+    "Read a text file in the workdir, with line numbers. Use offset/limit to page.",
+    ReadFileArgs, Effect.READ, _read_file,
+)  # fmt: skip
 LIST_DIR = Tool(
-    name="list_dir",
-    description="List a directory in the workdir (directories end with /).",
-    args_model=ListDirArgs,
-    effect=Effect.READ,
-    body=_list_dir,
-)
+    "list_dir", "List a directory in the workdir (directories end with /).",
+    ListDirArgs, Effect.READ, _list_dir,
+)  # fmt: skip
 GREP = Tool(
-    name="grep",
-    description="Search files under a path for a regular expression; prints file:line: text.",
-    args_model=GrepArgs,
-    effect=Effect.READ,
-    body=_grep_tool,
-)
+    "grep", "Search files under a path for a regular expression; prints file:line: text.",
+    GrepArgs, Effect.READ, _grep_tool,
+)  # fmt: skip
 WRITE_FILE = Tool(
-    name="write_file",
-    description="Create or replace a file in the workdir with the given content.",
-    args_model=WriteFileArgs,
-    effect=Effect.IDEMPOTENT,
-    body=_write_file,
-    modes=WRITE_MODES,
-)
+    "write_file", "Create or replace a file in the workdir with the given content.",
+    WriteFileArgs, Effect.IDEMPOTENT, _write_file, WRITE_MODES,
+)  # fmt: skip
 FILE_TOOLS: list[Tool] = [READ_FILE, LIST_DIR, GREP, WRITE_FILE]

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from swarmdeck.tools.base import Effect, Tool, ToolContext
+from swarmdeck.tools.base import control_tool
 
 
 class SubmitResultArgs(BaseModel):
@@ -15,19 +15,10 @@ class SubmitResultArgs(BaseModel):
     result: dict[str, Any] = Field(description="The result object, in the schema your task names.")
 
 
-async def _never_called(_ctx: ToolContext, _args: Any) -> str:
-    # The session workflow validates and stores results itself (a control tool).
-    raise AssertionError("submit_result is carried out by the session workflow")
-
-
-SUBMIT_RESULT_TOOL = Tool(
-    name="submit_result",
-    description=(
-        "Submit your final structured result. It is validated against the schema of your "
-        "task; if it is rejected you are told exactly why and may submit again."
-    ),
-    args_model=SubmitResultArgs,
-    effect=Effect.IDEMPOTENT,
-    body=_never_called,
-    control=True,
+SUBMIT_RESULT_TOOL = control_tool(
+    "submit_result",
+    "Submit your final structured result. It is validated against the schema of your "
+    "task; if it is rejected you are told exactly why and may submit again.",
+    SubmitResultArgs,
+    carried_out_by="the session workflow",
 )

@@ -12,7 +12,6 @@ from swarmdeck.tools.paths import credential_reason
 from swarmdeck.tools.visible import (
     etc_entries,
     interpreter_dirs,
-    swarmdeck_homes_within,
     system_dirs,
 )
 
@@ -22,28 +21,13 @@ DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
 
 
 def launcher_argv(
-    argv: Sequence[str],
-    *,
-    workdir: Path,
-    run_dir: Path,
-    writable: bool,
-    network: bool,
-    landlock: bool,
-    hidden_paths: Sequence[Path],
-    extra_writable: Sequence[Path] = (),
+    argv: Sequence[str], *, network: bool, landlock_rules: dict[str, list[str]] | None
 ) -> list[str]:
-    """`python -I -S launcher.py OPTIONS -- argv`, with Landlock rules when `landlock`."""
+    """`python -I -S launcher.py OPTIONS -- argv`, confined by `landlock_rules` if any."""
     options = ["--network"] if network else []
-    if landlock:
-        rules = landlock_rules(
-            workdir=workdir,
-            run_dir=run_dir,
-            writable=writable,
-            hidden_paths=hidden_paths,
-            extra_writable=extra_writable,
-        )
+    if landlock_rules is not None:
         options.append("--landlock")
-        options += [f"--{kind}={path}" for kind, paths in rules.items() for path in paths]
+        options += [f"--{kind}={path}" for kind, paths in landlock_rules.items() for path in paths]
     return [sys.executable, "-I", "-S", str(LAUNCHER), *options, "--", *argv]
 
 
@@ -67,7 +51,7 @@ def landlock_rules(
     directory inside it is refused; its top-level .env files stay readable (bubblewrap
     hides them).
     """
-    hidden = [Path(os.path.realpath(p)) for p in [*hidden_paths, *swarmdeck_homes_within(workdir)]]
+    hidden = [Path(os.path.realpath(p)) for p in hidden_paths]
     read = [str(p) for p in system_dirs()] + [str(p) for p in etc_entries()]
     read += [str(p) for p in interpreter_dirs() if not any(_inside(h, p) for h in hidden)]
     write, listable = [str(run_dir)], []
@@ -94,13 +78,17 @@ def _top_level(folder: Path) -> list[Path]:
 
 
 def grants_excluding(root: Path, excluded: Sequence[Path]) -> list[Path]:
-    """Paths whose grants cover everything under `root` except the `excluded` paths."""
+    """Paths whose grants cover everything under `root` except the `excluded` paths.
+
+    Symlinks are never granted: Landlock would grant their target, which may lie anywhere
+    (a link in the workdir to the home); what a link inside `root` points to is granted as
+    itself."""
     inside = [p for p in excluded if _inside(p, root)]
     if not inside:
         return [] if root in excluded else [root]
     grants: list[Path] = []
     for entry in _top_level(root):
-        if entry in excluded:
+        if entry in excluded or entry.is_symlink():
             continue
         if any(_inside(p, entry) for p in inside):
             grants += grants_excluding(entry, inside)

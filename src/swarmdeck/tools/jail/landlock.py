@@ -17,22 +17,12 @@ CREATE_RULESET_VERSION = 1 << 0
 RULE_PATH_BENEATH = 1
 PR_SET_NO_NEW_PRIVS = 38
 
-EXECUTE = 1 << 0
-WRITE_FILE = 1 << 1
-READ_FILE = 1 << 2
-READ_DIR = 1 << 3
-REMOVE_DIR = 1 << 4
-REMOVE_FILE = 1 << 5
-MAKE_CHAR = 1 << 6
-MAKE_DIR = 1 << 7
-MAKE_REG = 1 << 8
-MAKE_SOCK = 1 << 9
-MAKE_FIFO = 1 << 10
-MAKE_BLOCK = 1 << 11
-MAKE_SYM = 1 << 12
-REFER = 1 << 13  # ABI 2: link or rename across directories
-TRUNCATE = 1 << 14  # ABI 3
-IOCTL_DEV = 1 << 15  # ABI 5
+# The file system rights, bit by bit in the order of <linux/landlock.h>: REFER (ABI 2) is
+# linking or renaming across directories, TRUNCATE came with ABI 3, IOCTL_DEV with ABI 5.
+(EXECUTE, WRITE_FILE, READ_FILE, READ_DIR, REMOVE_DIR, REMOVE_FILE, MAKE_CHAR, MAKE_DIR,
+ MAKE_REG, MAKE_SOCK, MAKE_FIFO, MAKE_BLOCK, MAKE_SYM, REFER, TRUNCATE, IOCTL_DEV) = (
+    1 << bit for bit in range(16)
+)  # fmt: skip
 NET_BIND_TCP = 1 << 0  # ABI 4
 NET_CONNECT_TCP = 1 << 1
 SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
