@@ -230,22 +230,26 @@ def apply_hunks(lines: list[str], hunks: list[Hunk], path: str) -> list[str]:
 
 def _no_match(where: str, lines: list[str], old: list[str], cursor: int) -> str:
     """Why a hunk did not apply: the lines it looked for, and the nearest lines there are."""
-    wanted = "\n".join(old)
     message = f"{where} did not apply: these lines are not in the file"
     message += f" after line {cursor}" if cursor else ""
-    message += f":\n{wanted}"
+    message += ":\n" + "\n".join(old) + nearest(lines, old)
+    return message + "\nread the file again and make the hunk's context match it"
+
+
+def nearest(lines: list[str], wanted: list[str]) -> str:
+    """The run of lines most like `wanted`, as a note to add to an error ("" if none is)."""
+    text = "\n".join(wanted)
     best, best_at = 0.0, -1
-    for i in range(max(0, len(lines) - len(old) + 1)):
-        window = "\n".join(lines[i : i + len(old)])
-        matcher = difflib.SequenceMatcher(None, wanted, window, autojunk=False)
+    for i in range(max(0, len(lines) - len(wanted) + 1)):
+        matcher = difflib.SequenceMatcher(None, text, "\n".join(lines[i : i + len(wanted)]), False)
         if matcher.real_quick_ratio() > best and matcher.quick_ratio() > best:
             ratio = matcher.ratio()
             if ratio > best:
                 best, best_at = ratio, i
-    if best >= 0.5:
-        near = "\n".join(lines[best_at : best_at + len(old)])
-        message += f"\nnearest (line {best_at + 1}, {best:.0%} alike):\n{near}"
-    return message + "\nread the file again and make the hunk's context match it"
+    if best < 0.5:
+        return ""
+    near = "\n".join(lines[best_at : best_at + len(wanted)])
+    return f"\nnearest (line {best_at + 1}, {best:.0%} alike):\n{near}"
 
 
 def patch_from_texts(path: str, old: str, new: str, context: int = 3) -> str:
@@ -256,14 +260,20 @@ def patch_from_texts(path: str, old: str, new: str, context: int = 3) -> str:
     cursor = 0
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
     for group in matcher.get_grouped_opcodes(context):
-        ops = [list(op) for op in group]
+        # (difflib leaves empty "equal" ops at the edges of a group without context.)
+        ops = [list(op) for op in group if op[0] != "equal" or op[1] < op[2]]
+        if a and all(op[0] == "insert" for op in ops):
+            # A hunk with no old line is appended at the end: anchor it on a line of its own.
+            i, j = ops[0][1], ops[0][3]
+            if i > cursor:
+                ops.insert(0, ["equal", i - 1, i, j - 1, j])
+            else:
+                ops.append(["equal", i, i + 1, ops[-1][4], ops[-1][4] + 1])
         end = ops[-1][2]
         # Widen the leading context until the first match from the cursor is this place.
-        while (
-            ops[0][0] == "equal"
-            and ops[0][1] > cursor
-            and seek(a, a[ops[0][1] : end], cursor) != ops[0][1]
-        ):
+        while ops[0][1] > cursor and seek(a, a[ops[0][1] : end], cursor) != ops[0][1]:
+            if ops[0][0] != "equal":
+                ops.insert(0, ["equal", ops[0][1], ops[0][1], ops[0][3], ops[0][3]])
             ops[0][1] -= 1
             ops[0][3] -= 1
         out.append("@@")
