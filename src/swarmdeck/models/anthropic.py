@@ -12,6 +12,7 @@ import httpx2
 
 from swarmdeck.errors import ProviderError
 from swarmdeck.models import errors
+from swarmdeck.models.edit_shapes import edit_shape, to_vendor
 from swarmdeck.models.limiter import ProviderLimiter
 from swarmdeck.models.registry import ProviderConfig
 from swarmdeck.models.retry import (
@@ -107,7 +108,7 @@ class AnthropicModel:
             body["tools"][-1]["cache_control"] = dict(CACHE_POINT)
         if body["messages"]:
             body["messages"][-1]["content"][-1]["cache_control"] = dict(CACHE_POINT)
-        return body
+        return to_vendor(edit_shape(self.config.kind, self.config.edit_tools), body)
 
     async def _attempt(self, request: dict[str, Any], turn: TurnCall) -> Completion:
         """One HTTP call; every failure leaves as a ProviderError without the SDK's traceback."""

@@ -13,6 +13,7 @@ import openai
 
 from swarmdeck.errors import ProviderError
 from swarmdeck.models import errors
+from swarmdeck.models.edit_shapes import edit_shape, from_vendor, to_vendor
 from swarmdeck.models.limiter import ProviderLimiter
 from swarmdeck.models.registry import ProviderConfig
 from swarmdeck.models.retry import (
@@ -75,9 +76,10 @@ class OpenAICompatModel:
         """Send the conversation, return the model's turn. Raises ProviderError."""
         request = self.request_body(messages, tools)
         turn = TurnCall(messages, tools, on_delta, on_chunk, on_notice)
-        return await complete_with_retry(
+        completion = await complete_with_retry(
             self.config, self.model_name, self._limiter, lambda: self._attempt(request, turn), turn
         )
+        return from_vendor(edit_shape(self.config.kind, self.config.edit_tools), completion)
 
     async def aclose(self) -> None:
         """Close the adapter's own connection pool."""
@@ -112,7 +114,7 @@ class OpenAICompatModel:
             if config.has_quirk("tool_choice_auto_only"):
                 # GLM rejects every other tool_choice value; "auto" is also what we want.
                 body["tool_choice"] = "auto"
-        return body
+        return to_vendor(edit_shape(config.kind, config.edit_tools), body)
 
     async def _attempt(self, request: dict[str, Any], turn: TurnCall) -> Completion:
         """One HTTP call; every failure leaves as a ProviderError without the SDK's traceback."""
@@ -278,12 +280,13 @@ class _Assembly:
         partial = self.calls.setdefault(int(index), _PartialCall())
         if call_id and not partial.id:
             partial.id = call_id
-        function = _get(delta, "function")
+        # A custom (freeform) tool's call carries `custom: {name, input}` (models/edit_shapes.py).
+        function = _get(delta, "function") or _get(delta, "custom")
         name = _get(function, "name")
         # Some vendors repeat the name in later chunks; appending it would corrupt it.
         if name and not partial.name:
             partial.name = name
-        arguments = _get(function, "arguments")
+        arguments = _get(function, "arguments") or _get(function, "input")
         if arguments:
             partial.arguments.append(arguments)
 

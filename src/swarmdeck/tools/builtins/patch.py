@@ -9,6 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from swarmdeck.errors import ToolError
+from swarmdeck.models.edit_shapes import APPLY_PATCH
 from swarmdeck.tools.base import WRITE_MODES, Effect, Tool, ToolContext, ToolOutcome
 from swarmdeck.tools.builtins.edit import Plan, writable
 from swarmdeck.tools.builtins.edit_journal import Change, run_edit
@@ -16,7 +17,6 @@ from swarmdeck.tools.builtins.files import MAX_WRITE_BYTES, _open_regular
 from swarmdeck.tools.builtins.patch_format import FileOp, apply_hunks, parse_patch
 from swarmdeck.tools.builtins.text_file import diff_excerpt, read_text
 
-APPLY_PATCH = "apply_patch"
 DESCRIPTION = (
     "Edit files with a patch: '*** Begin Patch', then per file '*** Add File: path' (lines "
     "starting with +), '*** Delete File: path', or '*** Update File: path' (optionally "

@@ -2,7 +2,7 @@
 operations, and update hunks applied to a file's lines.
 
 Written from the format's published description (openai/codex, codex-rs/apply-patch:
-apply_patch_tool_instructions.md and its Lark grammar); no maintained parser exists on
+apply_patch_tool_instructions.md and its Lark grammar, in models/edit_shapes.py); no maintained parser exists on
 PyPI. Its rules, kept as Codex applies them: a hunk is found by its context and removed
 lines, searched from where the previous hunk ended, exactly first, then ignoring trailing
 whitespace, then ignoring surrounding whitespace, then with typographic punctuation read as
@@ -24,27 +24,6 @@ DELETE = "*** Delete File: "
 UPDATE = "*** Update File: "
 MOVE = "*** Move to: "
 END_OF_FILE = "*** End of File"
-# The grammar GPT-5-family models are constrained by when apply_patch is a custom tool.
-LARK_GRAMMAR = r"""start: begin_patch hunk+ end_patch
-begin_patch: "*** Begin Patch" LF
-end_patch: "*** End Patch" LF?
-
-hunk: add_hunk | delete_hunk | update_hunk
-add_hunk: "*** Add File: " filename LF add_line+
-delete_hunk: "*** Delete File: " filename LF
-update_hunk: "*** Update File: " filename LF change_move? change?
-
-filename: /(.+)/
-add_line: "+" /(.*)/ LF -> line
-
-change_move: "*** Move to: " filename LF
-change: (change_context | change_line)+ eof_line?
-change_context: ("@@" | "@@ " /(.+)/) LF
-change_line: ("+" | "-" | " ") /(.*)/ LF
-eof_line: "*** End of File" LF
-
-%import common.LF
-"""
 
 
 class PatchError(ToolError):

@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from swarmdeck.errors import PermissionDeniedError, ToolError
+from swarmdeck.models.edit_shapes import TEXT_EDITOR
 from swarmdeck.secrets.redact import default_redactor
 from swarmdeck.tools.base import ALL_MODES, Effect, Tool, ToolContext, ToolOutcome
 from swarmdeck.tools.builtins.edit import insert_plan, replace_plan
@@ -25,10 +26,6 @@ from swarmdeck.tools.builtins.files import (
     _write_file,
 )
 from swarmdeck.tools.paths import confine
-
-TEXT_EDITOR = "str_replace_based_edit_tool"
-# The tool type of Claude 4.x models (Anthropic's text editor tool documentation).
-TEXT_EDITOR_TYPE = "text_editor_20250728"
 
 
 class TextEditorArgs(BaseModel):
