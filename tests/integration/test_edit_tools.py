@@ -239,3 +239,20 @@ async def test_a_rerun_never_applies_an_edit_twice(wd: Path, catalog: Catalog) -
     assert cut.is_error and cut.content.startswith("interrupted:") and "f.txt" in cut.content
     assert (wd / "f.txt").read_text() == "a\nzz\n"
     assert len(catalog.events("s1", kinds=[EDIT_KIND])) == 1
+
+
+async def test_a_patch_cut_off_between_its_files_is_not_applied_again(
+    wd: Path, catalog: Catalog
+) -> None:
+    (wd / "a.txt").write_text("a\n")
+    (wd / "b.txt").write_text("b\n")
+    patch = (
+        "*** Begin Patch\n*** Update File: a.txt\n@@\n-a\n+aa\n*** Update File: b.txt\n@@\n-b\n+bb\n"
+        "*** End Patch"
+    )
+    ctx = _ctx(wd, catalog=catalog, key="4:call_2")
+    assert not (await _call(APPLY_PATCH_TOOL, ctx, input=patch)).is_error
+    (wd / "b.txt").write_text("b\n")  # as if the crash came between the two writes
+    cut = await _call(APPLY_PATCH_TOOL, ctx, input=patch)
+    assert cut.is_error and "a.txt: written, b.txt: not written" in cut.content
+    assert (wd / "a.txt").read_text() == "aa\n" and (wd / "b.txt").read_text() == "b\n"

@@ -86,8 +86,7 @@ async def run_edit(
         if all(now[s] == after for s, (_, after) in files.items()):
             return str(prior.payload.get("summary", "done"))
         if not all(now[s] == before for s, (before, _) in files.items()):
-            moved = ", ".join(s for s, (before, _) in files.items() if now[s] != before)
-            return ToolOutcome(INTERRUPTED_EDIT.format(files=moved), is_error=True)
+            return ToolOutcome(INTERRUPTED_EDIT.format(files=_states(files, now)), is_error=True)
     changes, summary = await asyncio.to_thread(plan)
     hashes = {c.shown: [content_hash(c.before), content_hash(c.after)] for c in changes}
     if prior is not None and hashes != prior.payload.get("files"):
@@ -99,6 +98,15 @@ async def run_edit(
         )
     await asyncio.to_thread(write_all, changes)
     return summary
+
+
+def _states(files: dict[str, list[str]], now: dict[str, str]) -> str:
+    """Each journaled file as the rerun found it: written, not written, or changed since."""
+    said = {0: "not written", 1: "written"}
+    return ", ".join(
+        f"{shown}: {said.get(hashes.index(now[shown]), '') if now[shown] in hashes else 'changed since'}"
+        for shown, hashes in files.items()
+    )
 
 
 def _paths(ctx: ToolContext, files: dict[str, list[str]]) -> list[tuple[str, str]]:
