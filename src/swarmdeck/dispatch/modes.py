@@ -13,7 +13,9 @@ from swarmdeck.errors import UsageError
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-READ_TOOLS = ("read_file", "list_dir", "grep")
+# glob and the text editor (its view only, in a read-only mode) serve every mode.
+READ_TOOLS = ("read_file", "list_dir", "grep", "glob", "str_replace_based_edit_tool")
+EDIT_TOOLS = ("edit_file", "apply_patch", "write_file")
 SUBMIT = "submit_result"
 
 # What a valid result looks like, shown to the model in its system prompt.
@@ -117,14 +119,14 @@ class ModeSpec:
 MODES: dict[str, ModeSpec] = {
     "code": ModeSpec(
         "code",
-        (*READ_TOOLS, "write_file", "shell", SUBMIT),
+        (*READ_TOOLS, *EDIT_TOOLS, "shell", SUBMIT),
         120,
         False,
         "code",
     ),
     "resume": ModeSpec(
         "resume",
-        (*READ_TOOLS, "write_file", "shell", SUBMIT),
+        (*READ_TOOLS, *EDIT_TOOLS, "shell", SUBMIT),
         120,
         False,
         "code",

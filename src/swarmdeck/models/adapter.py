@@ -16,6 +16,7 @@ import httpx2
 
 from swarmdeck.errors import ProviderError
 from swarmdeck.models import errors
+from swarmdeck.models.edit_shapes import edit_shape, from_vendor
 from swarmdeck.models.limiter import ProviderLimiter
 from swarmdeck.models.registry import ProviderConfig
 from swarmdeck.models.retry import (
@@ -82,9 +83,11 @@ class VendorAdapter(Generic[Assembly]):
         """Send the conversation, return the model's turn. Raises ProviderError."""
         request = self.request_body(messages, tools)
         turn = TurnCall(messages, tools, on_delta, on_chunk, on_notice)
-        return await complete_with_retry(
+        completion = await complete_with_retry(
             self.config, self.model_name, self._limiter, lambda: self._attempt(request, turn), turn
         )
+        # A call made in a vendor's own edit-tool shape comes back as our tool's call.
+        return from_vendor(edit_shape(self.config.kind, self.config.edit_tools), completion)
 
     async def aclose(self) -> None:
         """Close the adapter's own connection pool."""

@@ -12,6 +12,7 @@ import anthropic
 from swarmdeck.models import errors
 from swarmdeck.models.adapter import VendorAdapter
 from swarmdeck.models.adapter import field_of as _field
+from swarmdeck.models.edit_shapes import edit_shape, to_vendor
 from swarmdeck.models.retry import TurnCall
 from swarmdeck.models.types import Completion, Message, ToolCall, ToolSpec, Usage
 
@@ -55,7 +56,7 @@ class AnthropicModel(VendorAdapter["_Assembly"]):
             body["tools"][-1]["cache_control"] = dict(CACHE_POINT)
         if body["messages"]:
             body["messages"][-1]["content"][-1]["cache_control"] = dict(CACHE_POINT)
-        return body
+        return to_vendor(edit_shape(self.config.kind, self.config.edit_tools), body)
 
     async def _open(self, client: anthropic.AsyncAnthropic, request: dict[str, Any]) -> Any:
         return await client.messages.create(**request)

@@ -12,6 +12,7 @@ import openai
 from swarmdeck.models import errors
 from swarmdeck.models.adapter import VendorAdapter
 from swarmdeck.models.adapter import field_of as _get
+from swarmdeck.models.edit_shapes import edit_shape, to_vendor
 from swarmdeck.models.retry import TurnCall
 from swarmdeck.models.types import Completion, Message, ToolCall, ToolSpec, Usage
 
@@ -52,7 +53,7 @@ class OpenAICompatModel(VendorAdapter["_Assembly"]):
             if config.has_quirk("tool_choice_auto_only"):
                 # GLM rejects every other tool_choice value; "auto" is also what we want.
                 body["tool_choice"] = "auto"
-        return body
+        return to_vendor(edit_shape(config.kind, config.edit_tools), body)
 
     async def _open(self, client: openai.AsyncOpenAI, request: dict[str, Any]) -> Any:
         return await _post_chat(client, request)
@@ -197,12 +198,13 @@ class _Assembly:
         partial = self.calls.setdefault(int(index), _PartialCall())
         if call_id and not partial.id:
             partial.id = call_id
-        function = _get(delta, "function")
+        # A custom (freeform) tool's call carries `custom: {name, input}` (models/edit_shapes.py).
+        function = _get(delta, "function") or _get(delta, "custom")
         name = _get(function, "name")
         # Some vendors repeat the name in later chunks; appending it would corrupt it.
         if name and not partial.name:
             partial.name = name
-        arguments = _get(function, "arguments")
+        arguments = _get(function, "arguments") or _get(function, "input")
         if arguments:
             partial.arguments.append(arguments)
 

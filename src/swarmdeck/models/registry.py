@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from swarmdeck.errors import ConfigError, UnknownProviderError
+from swarmdeck.models.edit_shapes import EditShape
 
 Quirk = Literal[
     "reasoning_echo",  # send `reasoning_content` back on assistant messages (DeepSeek, Kimi)
@@ -61,6 +62,8 @@ class ProviderConfig(BaseModel):
     # fake server on loopback that each process calling it starts on demand (models/
     # scripted.py); base_url is then only the loopback host it binds.
     script: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    # The shape of the edit tools (models/edit_shapes.py); None: the vendor's default.
+    edit_tools: EditShape | None = None
 
     @field_validator("base_url")
     @classmethod

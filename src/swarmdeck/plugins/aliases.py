@@ -10,8 +10,7 @@ TOOL_ALIASES: dict[str, str] = {
     "delete_agent": "cancel_agent",
     "view": "read_file",
     "create": "write_file",
-    "edit": "write_file",
-    "glob": "list_dir",
+    "edit": "edit_file",
 }
 
 

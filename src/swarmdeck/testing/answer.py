@@ -10,7 +10,7 @@ from http import HTTPStatus
 from typing import Any
 
 from swarmdeck.testing.prompt_cache import CacheUse
-from swarmdeck.testing.reply import Reply, ReplyUsage, break_json, effective_usage
+from swarmdeck.testing.reply import Reply, ReplyToolCall, ReplyUsage, break_json, effective_usage
 from swarmdeck.testing.request import Api, FakeRequest
 
 # A fixed creation time keeps whole responses deterministic.
@@ -45,6 +45,8 @@ class WireCall:
     id: str
     name: str
     arguments: str
+    # A call of an OpenAI custom (freeform) tool: `arguments` is its raw input.
+    custom: bool = False
 
 
 @dataclass(frozen=True)
@@ -101,12 +103,15 @@ def build_answer(
 ) -> Answer:
     """Resolve a reply for the wire: deterministic ids, broken arguments if asked."""
     prefix = "call" if api == "openai" else "toolu"
+    custom = custom_tool_names(request.body) if api == "openai" else frozenset()
     calls = tuple(
         WireCall(
             id=f"{prefix}_{request.turn}_{i}",
             name=call.name,
             arguments=break_json(call.arguments_text()) if malformed else call.arguments_text(),
         )
+        if call.name not in custom
+        else WireCall(f"{prefix}_{request.turn}_{i}", call.name, custom_input(call), custom=True)
         for i, call in enumerate(reply.tool_calls)
     )
     id_prefix = "chatcmpl-" if api == "openai" else "msg_"
@@ -118,6 +123,24 @@ def build_answer(
         calls=calls,
         usage=effective_usage(reply, request, cache),
     )
+
+
+def custom_tool_names(body: Mapping[str, Any]) -> frozenset[str]:
+    """Names of the custom (freeform) tools a Chat Completions request declares."""
+    return frozenset(
+        str(tool["custom"].get("name"))
+        for tool in body.get("tools") or []
+        if isinstance(tool, Mapping) and tool.get("type") == "custom"
+        and isinstance(tool.get("custom"), Mapping)
+    )  # fmt: skip
+
+
+def custom_input(call: ReplyToolCall) -> str:
+    """A scripted call's raw input for a custom tool: a string as it is, or the `input` of
+    object arguments (as the neutral shape writes them)."""
+    if isinstance(call.arguments, str):
+        return call.arguments
+    return str(call.arguments.get("input", ""))
 
 
 def words(text: str) -> list[str]:

@@ -73,9 +73,30 @@ def _check_tool_results(index: int, blocks: list[Mapping[str, Any]], expected: s
         )
 
 
+# Anthropic-defined client tools the fake knows: their type and the name they must have.
+_CLIENT_TOOLS = {"text_editor_20250728": "str_replace_based_edit_tool"}
+
+
+def _check_tools(tools: Any) -> None:
+    """Custom tools have a name and an input_schema; Anthropic's own (the text editor) a
+    known type, their fixed name, and no schema."""
+    for i, tool in enumerate(tools or []):
+        if not isinstance(tool, Mapping) or not isinstance(tool.get("name"), str):
+            raise bad_request(f"tools.{i}: a tool must be an object with a string 'name'")
+        kind = tool.get("type", "custom")
+        if kind == "custom":
+            if not isinstance(tool.get("input_schema"), Mapping):
+                raise bad_request(f"tools.{i}.custom.input_schema: Field required")
+        elif kind not in _CLIENT_TOOLS:
+            raise bad_request(f"tools.{i}: unknown tool type {kind!r}")
+        elif tool["name"] != _CLIENT_TOOLS[kind] or "input_schema" in tool:
+            raise bad_request(f"tools.{i}.{kind}: name must be {_CLIENT_TOOLS[kind]!r}, no schema")
+
+
 def validate(body: Any, quirks: frozenset[str]) -> FakeRequest:
     """Check a Messages request the way the real API would; 400 on a problem."""
     messages = check_common(body)
+    _check_tools(body.get("tools"))
     max_tokens = body.get("max_tokens")
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
         raise bad_request("missing or invalid required field 'max_tokens'")

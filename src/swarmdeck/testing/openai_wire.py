@@ -41,6 +41,10 @@ def _openai_call_ids(index: int, message: Mapping[str, Any]) -> list[str]:
         function = call.get("function") if isinstance(call, Mapping) else None
         if not isinstance(call, Mapping) or not isinstance(call.get("id"), str):
             raise bad_request(f"{where} must be an object with a string 'id'")
+        if call.get("type") == "custom":
+            _check_custom_call(where, call.get("custom"))
+            ids.append(call["id"])
+            continue
         if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
             raise bad_request(f"{where}.function must be an object with a string 'name'")
         if not isinstance(function.get("arguments"), str):
@@ -49,9 +53,32 @@ def _openai_call_ids(index: int, message: Mapping[str, Any]) -> list[str]:
     return ids
 
 
+def _check_custom_call(where: str, custom: Any) -> None:
+    """A past call of a custom tool: its name and raw input."""
+    if not isinstance(custom, Mapping) or not isinstance(custom.get("name"), str):
+        raise bad_request(f"{where}.custom must be an object with a string 'name'")
+    if not isinstance(custom.get("input"), str):
+        raise bad_request(f"{where}.custom.input must be a string")
+
+
+def _check_tools(tools: Any) -> None:
+    """Each tool is a function (name, JSON schema) or a custom tool (name, format)."""
+    for i, tool in enumerate(tools or []):
+        kind = tool.get("type") if isinstance(tool, Mapping) else None
+        inner = tool.get(kind) if isinstance(kind, str) else None
+        if kind not in ("function", "custom") or not isinstance(inner, Mapping):
+            raise bad_request(f"tools[{i}] must be {{'type': 'function' or 'custom', ...}}")
+        if not isinstance(inner.get("name"), str):
+            raise bad_request(f"tools[{i}].{kind}.name must be a string")
+        fmt = inner.get("format")
+        if kind == "custom" and fmt is not None and fmt.get("type") not in ("text", "grammar"):
+            raise bad_request(f"tools[{i}].custom.format.type must be 'text' or 'grammar'")
+
+
 def validate(body: Any, quirks: frozenset[str]) -> FakeRequest:
     """Check a Chat Completions request the way the real APIs would; 400 on a problem."""
     messages = check_common(body)
+    _check_tools(body.get("tools"))
     pending: set[str] = set()
     answerable: set[str] = set()
     for i, message in enumerate(messages):
@@ -121,7 +148,13 @@ def completion(answer: Answer) -> dict[str, Any]:
         message["reasoning_content"] = answer.reasoning
     if answer.calls:
         message["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            {"id": c.id, "type": "custom", "custom": {"name": c.name, "input": c.arguments}}
+            if c.custom
+            else {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": c.arguments},
+            }
             for c in answer.calls
         ]
     return {
@@ -147,6 +180,15 @@ def _openai_deltas(answer: Answer) -> list[dict[str, Any]]:
     deltas += [{"reasoning_content": piece} for piece in words(answer.reasoning or "")]
     deltas += [{"content": piece} for piece in words(answer.text)]
     for i, call in enumerate(answer.calls):
+        if call.custom:
+            # A custom tool's input streams in pieces like arguments (openai-openapi#576).
+            start = {"index": i, "id": call.id, "type": "custom"}
+            deltas.append({"tool_calls": [{**start, "custom": {"name": call.name, "input": ""}}]})
+            deltas += [
+                {"tool_calls": [{"index": i, "custom": {"input": piece}}]}
+                for piece in thirds(call.arguments)
+            ]
+            continue
         # id and name go once, in the first chunk of each index; then only arguments.
         first = {
             "index": i,
