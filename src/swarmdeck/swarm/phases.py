@@ -25,6 +25,7 @@ from swarmdeck.runtime.agents import agent_session, agent_tools
 from swarmdeck.runtime.origin import FROM_PARENT_KEY
 from swarmdeck.runtime.services import Services, services
 from swarmdeck.runtime.steps import store_result
+from swarmdeck.runtime.traced import child_trace_options
 from swarmdeck.runtime.tree import broadcasts_of
 from swarmdeck.swarm.plan import AgentInfo, PlanContext, PlanError, accept
 from swarmdeck.swarm.prompts import member_prompt, member_task
@@ -367,6 +368,8 @@ def _create_member(
             "role": member["role"],
             "no_sandbox": spec.no_sandbox,
             **({"plugins": spec.plugins} if spec.plugins else {}),
+            # The coordinator's span: the member's spans join the swarm's trace.
+            **child_trace_options(),
         },
     )
 
