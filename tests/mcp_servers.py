@@ -1,6 +1,9 @@
 """A real MCP server written with the SDK's MCPServer (FastMCP in mcp 1.x), for the tests:
 `python -m tests.mcp_servers NAME [--http PORT] [--hang]`, on stdio unless --http.
 
+With $MCP_TEST_PIDS set to a folder, the server writes PID there as `NAME.PID`, holding
+its working directory (a test checks that no server outlives its session, and where it ran).
+
 Tools: echo, add, record (appends a line to $MCP_TEST_LOG, so a test counts runs), slow
 (records, then sleeps: a process is killed in the middle of it), crash (the server exits
 in the middle of the call), env (a variable of the server's environment).
@@ -19,6 +22,13 @@ def _record(server: str, what: str) -> None:
     if path:
         with open(path, "a", encoding="utf-8") as f:
             f.write(f"{server}:{what}\n")
+
+
+def _write_pid(server: str) -> None:
+    folder = os.environ.get("MCP_TEST_PIDS")
+    if folder:
+        with open(os.path.join(folder, f"{server}.{os.getpid()}"), "w", encoding="utf-8") as f:
+            f.write(os.getcwd())
 
 
 def build(name: str):
@@ -71,6 +81,7 @@ def main() -> None:
     parser.add_argument("--http", type=int, default=0)
     parser.add_argument("--hang", action="store_true", help="never answer: a hung start-up")
     args = parser.parse_args()
+    _write_pid(args.name)
     _record(args.name, "started")
     if args.hang:
         time.sleep(3600)

@@ -70,6 +70,11 @@ def test_key_store_permissions_and_status(sd_home: Path) -> None:
     key_file.chmod(0o600)
     assert run_cli(sd_home, "key", "rm", "deepseek").code == 0
     assert not key_file.exists()
+    # Removing a key that is not there is said, one line, exit 2 (it exited 0 silently).
+    again = run_cli(sd_home, "key", "rm", "deepseek")
+    assert again.code == 2 and again.stdout == "", again
+    [line] = again.stderr.strip().splitlines()
+    assert "no stored key for deepseek; nothing was removed" in line and "key ls" in line
     unknown = _key_set(sd_home, "nosuch", "x")
     assert unknown.returncode == 2 and "unknown provider" in unknown.stderr
 

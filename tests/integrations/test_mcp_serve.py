@@ -156,3 +156,28 @@ async def test_two_code_jobs_on_one_workdir_are_refused(
         assert "2 code jobs would write to" in payload(refused)["error"]
     assert not fake_llm.requests
     assert not os.listdir(sd_home / "runs") if (sd_home / "runs").exists() else True
+
+
+async def test_arguments_that_fail_the_schema_are_the_contracts_error(
+    sd_home: Path, workdir: Path
+) -> None:
+    """A bad mode or a missing task: the `swarmdeck.error` object naming the field, not the
+    SDK's validation text; nothing is started."""
+    job = {"provider": "fake", "mode": "explore", "task": "t", "workdir": str(workdir)}
+    async with mcp.Client(serve_params(sd_home)) as client:
+        cases = {
+            "job.mode": ("dispatch", {"job": {**job, "mode": "write"}}),
+            "job.task": ("dispatch", {"job": {k: v for k, v in job.items() if k != "task"}}),
+            "jobs.0.mode": ("fanout", {"jobs": [{**job, "mode": "write"}]}),
+            "task": ("swarm", {"workdir": str(workdir)}),
+        }
+        for field, (tool, args) in cases.items():
+            refused = await client.call_tool(tool, args)
+            assert refused.is_error, (tool, args)
+            error = payload(refused)
+            assert set(error) == {"type", "schema_version", "error", "hint"}, error
+            assert error["type"] == "swarmdeck.error", error
+            assert error["error"].startswith(f"invalid arguments for {tool}: {field}"), error
+            assert "pydantic" not in error["error"] and "Error executing" not in error["error"]
+        listed = payload(await client.call_tool("sessions_list", {}))
+        assert listed["sessions"] == []

@@ -213,3 +213,39 @@ async def test_compactions_have_chat_spans_and_the_trace_sums_to_the_usage(
     assert sum(a["gen_ai.usage.cache_read.input_tokens"] for a in chats) == usage.cache_read
     assert sum(a["gen_ai.usage.cache_creation.input_tokens"] for a in chats) == usage.cache_write
     assert sum(a["swarmdeck.usage.uncached_input_tokens"] for a in chats) == usage.input
+
+
+async def test_a_swarm_is_one_trace_under_its_coordinator(traced, fake_llm, workdir: Path) -> None:
+    """The coordinator has its invoke_agent span and every member's invoke_agent is a child
+    of it, in one trace (a swarm made four unconnected traces, and no coordinator span)."""
+    from tests.swarm.support import coordinator, member, plan_of
+
+    swarm, exporter = traced
+    plan = plan_of(
+        {"role": "security", "task": "SEC: look", "mode": "review"},
+        {"role": "finder", "task": "FIND: where", "mode": "explore"},
+        {"role": "tests", "task": "TESTS: run", "mode": "test", "depends_on": ["security"]},
+    )
+    fake_llm.set_script(
+        Scripted(
+            {
+                "TRACED SWARM": coordinator(plan, merged="merged"),
+                "SEC:": member("review"),
+                "FIND:": member("explore"),
+                "TESTS:": member("test"),
+            }
+        )
+    )
+    doc = await swarm.coordinate("TRACED SWARM", workdir=workdir, model="fake")
+    assert doc["verdict"] == "completed", doc
+    spans = exporter.get_finished_spans()
+    agents = {s.attributes["gen_ai.conversation.id"]: s for s in by_name(spans, "invoke_agent")}
+    head = agents[doc["session_id"]]
+    assert head.parent is None and head.attributes["gen_ai.operation.name"] == "invoke_agent"
+    members = [m["session_id"] for m in doc["members"]]
+    assert set(agents) == {doc["session_id"], *members}
+    for sid in members:
+        assert agents[sid].parent is not None and agents[sid].parent.span_id == (
+            head.context.span_id
+        ), sid
+    assert {s.context.trace_id for s in spans} == {head.context.trace_id}

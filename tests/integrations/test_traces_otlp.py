@@ -46,7 +46,15 @@ def collector() -> Iterator[tuple[str, list[dict[str, Any]]]]:
                 for scope in resource.scope_spans:
                     for span in scope.spans:
                         attrs = {a.key: _value(a.value) for a in span.attributes}
-                        spans.append({"name": span.name, "attributes": attrs})
+                        spans.append(
+                            {
+                                "name": span.name,
+                                "attributes": attrs,
+                                "trace_id": span.trace_id.hex(),
+                                "span_id": span.span_id.hex(),
+                                "parent_span_id": span.parent_span_id.hex(),
+                            }
+                        )
             self.send_response(200)
             self.send_header("Content-Type", "application/x-protobuf")
             self.end_headers()
@@ -98,3 +106,41 @@ def test_dispatch_exports_its_trace(sd_home: Path, workdir: Path, fake_llm, coll
     assert tokens["cache_read"] > 0  # the second turn's prefix came from the fake's cache
     assert sum(c["gen_ai.usage.output_tokens"] for c in chats) == verdict["tokens"]["output"]
     assert all(c["gen_ai.conversation.id"] == verdict["session_id"] for c in chats)
+
+
+def test_a_swarm_exports_one_trace(sd_home: Path, workdir: Path, fake_llm, collector) -> None:
+    """`swarmdeck swarm` in a process of its own: the coordinator's invoke_agent span is the
+    root of one trace, each member's invoke_agent its child."""
+    from tests.integration.test_sessions_support import Scripted
+    from tests.swarm.support import coordinator, member, plan_of
+
+    endpoint, spans = collector
+    plan = plan_of(
+        {"role": "security", "task": "SEC: look", "mode": "review"},
+        {"role": "finder", "task": "FIND: where", "mode": "explore"},
+    )
+    fake_llm.set_script(
+        Scripted(
+            {
+                "OTLP SWARM": coordinator(plan, merged="merged"),
+                "SEC:": member("review"),
+                "FIND:": member("explore"),
+            }
+        )
+    )
+    write_provider(sd_home, "fake", fake_llm.openai_base_url, concurrency=8)
+    res = run_cli(
+        sd_home, "swarm", "OTLP SWARM", "-C", str(workdir), "-m", "fake", "--json",
+        OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_SERVICE_NAME="sd-test", timeout=180,
+    )  # fmt: skip
+    assert res.code == 0, res.stderr[-3000:]
+    doc = json.loads(res.stdout)
+    agents = {
+        s["attributes"]["gen_ai.conversation.id"]: s for s in spans if s["name"] == "invoke_agent"
+    }
+    head = agents[doc["session_id"]]
+    assert head["parent_span_id"] == ""
+    members = [m["session_id"] for m in doc["members"]]
+    assert set(agents) == {doc["session_id"], *members}
+    assert {agents[m]["parent_span_id"] for m in members} == {head["span_id"]}
+    assert {s["trace_id"] for s in spans} == {head["trace_id"]}

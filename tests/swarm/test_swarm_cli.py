@@ -254,6 +254,10 @@ def test_a_plan_that_stays_malformed(store: Store, sd_home: Path, workdir: Path,
     write_provider(sd_home, "fake", fake_llm.openai_base_url)
     _res, doc = swarm_json(sd_home, "NOPLAN", workdir, code=3)
     assert doc["verdict"] == "malformed" and doc["members"] == [] and doc["result"] is not None
+    # Its transcript says no merge happened (it said "merged by the none").
+    shown = run_cli(sd_home, "sessions", "show", doc["session_id"]).stdout
+    assert "swarm malformed, nothing merged: the plan stayed invalid" in shown, shown
+    assert "by the none" not in shown
     assert doc["plan"]["error"] == (
         "the plan stayed invalid: plan[0].mode: required field is missing "
         "(one of code, explore, test, review)"
@@ -279,6 +283,8 @@ def test_the_aggregate_turn_fails_and_the_merge_is_deterministic(
     write_provider(sd_home, "fake", fake_llm.openai_base_url, concurrency=8)
     _res, doc = swarm_json(sd_home, "MERGEFAIL", workdir)
     assert doc["verdict"] == "completed"
+    shown = run_cli(sd_home, "sessions", "show", doc["session_id"]).stdout
+    assert "swarm completed, merged without the coordinator's model" in shown, shown
     summary = doc["result"]["summary"]
     assert doc["result"]["merged_by"] == "merge"
     assert "merged without the coordinator's model: its turn failed" in summary

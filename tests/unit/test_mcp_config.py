@@ -111,7 +111,19 @@ def test_tool_names() -> None:
 
 def _conn(name: str, entry: dict):
     found = servers({name: entry})
-    return McpPool(lambda _n: None, None).connection(found.servers[name])
+    return McpPool(lambda _n: None, None).connection(found.servers[name], Path("/project"))
+
+
+def test_a_stdio_server_runs_in_the_session_workdir_unless_its_entry_says() -> None:
+    assert _conn("git", {"command": "x"}).cwd == Path("/project")
+    assert _conn("git", {"command": "x", "cwd": "sub"}).cwd == Path("/project/sub")
+    assert _conn("git", {"command": "x", "cwd": "/srv/repo"}).cwd == Path("/srv/repo")
+    assert _conn("web", {"url": "https://mcp.example.com/mcp"}).cwd is None
+    # One process per workdir: two sessions elsewhere get a server each.
+    pool = McpPool(lambda _n: None, None)
+    server = servers({"git": {"command": "x"}}).servers["git"]
+    assert pool.connection(server, Path("/a")) is pool.connection(server, Path("/a"))
+    assert pool.connection(server, Path("/a")) is not pool.connection(server, Path("/b"))
 
 
 def test_tools_that_map_to_one_name_are_all_refused() -> None:

@@ -77,8 +77,15 @@ def _key_from_stdin(provider: str) -> str:
 @key_app.command("rm")
 def rm(provider: Annotated[str, typer.Argument(help="Provider key.")]) -> None:
     """Remove a provider's stored key."""
-    removed = _store().remove(provider)
-    print(json.dumps({"provider": provider, "removed": removed}))
+    from swarmdeck.errors import NotFoundError
+
+    if not _store().remove(provider):
+        # Bad input, as a mistyped name usually is: said, and exit 2 (nothing was removed).
+        raise NotFoundError(
+            f"no stored key for {provider}; nothing was removed",
+            "list the stored keys with `swarmdeck key ls`",
+        )
+    print(json.dumps({"provider": provider, "removed": True}))
 
 
 @key_app.command("ls")

@@ -125,7 +125,7 @@ def show(
     toolset = McpToolset(pool)
 
     async def listing():
-        conn = pool.connection(server)
+        conn = pool.connection(server, workdir.resolve())
         try:
             listed = await conn.tools()
             return toolset.tools_of(conn, listed)

@@ -128,9 +128,10 @@ class LocalDriver:
         """Cancel the session tree; what was done stays in the catalog, resumable."""
         await stop_session(self.host, session_id, why)
 
-    async def close_models(self) -> None:
-        """Close the adapters' connection pools, on the loop the run used them on."""
-        await self.host.services.close_models()
+    async def close_on_loop(self) -> None:
+        """Close what the run opened, on the loop it used: its MCP servers (one that missed
+        its start-up timeout too) and the adapters' connection pools."""
+        await self.host.services.aclose()
 
     def shutdown(self) -> None:
         """Stop the engine."""
@@ -234,11 +235,11 @@ class FleetDriver:
             return
         await asyncio.to_thread(_cancel_in_catalog, self.settings, session_id, why)
 
-    async def close_models(self) -> None:
-        """Close the connection pools of a session taken back to run here (no other
-        session of this process calls a model)."""
+    async def close_on_loop(self) -> None:
+        """Close the MCP servers and connection pools of a session taken back to run here
+        (no other session of this process uses them)."""
         if self.local is not None:
-            await self.local.close_models()
+            await self.local.close_on_loop()
 
     def shutdown(self) -> None:
         """Close the connection (and the engine, if the session ran here after all)."""

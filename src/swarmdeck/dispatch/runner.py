@@ -288,8 +288,8 @@ class Runner:
             return verdict
         finally:
             # After the verdict: the pools must close on this loop, before it ends, or
-            # aiohttp reports them unclosed on stderr.
-            await driver.close_models()
+            # aiohttp reports them unclosed on stderr; the MCP servers stop with the run.
+            await driver.close_on_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
 

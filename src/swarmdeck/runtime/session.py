@@ -55,7 +55,8 @@ async def run_session(session_id: str, generation: int, d: Durable) -> dict[str,
     try:
         if loop is None:
             # A driver of its own (a swarm's coordinator): it ends its session itself.
-            return await _run_kind(kind, session_id, generation, d, info)
+            with session_span(session_id, generation):
+                return await _run_kind(kind, session_id, generation, d, info)
         try:
             with session_span(session_id, generation):
                 return await loop.run()

@@ -16,6 +16,7 @@ from swarmdeck.errors import SwarmdeckError
 from swarmdeck.models.available import normalize
 from swarmdeck.runtime.agents import agent_session, agent_tools
 from swarmdeck.runtime.services import Services, services
+from swarmdeck.runtime.traced import child_trace_options
 from swarmdeck.runtime.tree import broadcasts_of
 from swarmdeck.swarm.phases import SUBMIT_RESULT, SWARM_TOOLS, append_entry, stored_in, swarm_spec
 from swarmdeck.swarm.prompts import member_prompt, member_task
@@ -184,6 +185,8 @@ def _create_member(
             "role": member["role"],
             "no_sandbox": spec.no_sandbox,
             **({"plugins": spec.plugins} if spec.plugins else {}),
+            # The coordinator's span: the member's spans join the swarm's trace.
+            **child_trace_options(),
         },
     )
 

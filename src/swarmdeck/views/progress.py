@@ -116,5 +116,20 @@ def _swarm_line(p: dict) -> str | None:
         why = f" ({_preview(p['reason'], 120)})" if p.get("reason") else ""
         return f"[magenta]swarm[/] {escape(p['role'])}: {escape(p['verdict'])}{escape(why)}"
     if phase == "result":
-        return f"[magenta]swarm[/] {escape(p['verdict'])}, merged by the {escape(p['merged_by'])}"
+        return f"[magenta]swarm[/] {escape(p['verdict'])}, {escape(_merged(p))}"
     return None
+
+
+# How a swarm's result was put together (its `merged_by`), in words.
+MERGED_BY = {
+    "model": "merged by the coordinator's model",
+    "merge": "merged without the coordinator's model",
+}
+
+
+def _merged(p: dict) -> str:
+    """How the result was merged; `none`: no member ran (no plan), so nothing was."""
+    how = MERGED_BY.get(p["merged_by"])
+    if how is not None:
+        return how
+    return "nothing merged" + (f": {_preview(p['error'], 200)}" if p.get("error") else "")

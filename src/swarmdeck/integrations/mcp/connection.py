@@ -71,10 +71,17 @@ def resolve_refs(values: dict[str, str], lookup: SecretLookup, server: str) -> d
 class ServerConnection:
     """A started (or startable) MCP server."""
 
-    def __init__(self, server: McpServer, lookup: SecretLookup, log_dir: Path | None) -> None:
+    def __init__(
+        self,
+        server: McpServer,
+        lookup: SecretLookup,
+        log_dir: Path | None,
+        cwd: Path | None = None,
+    ) -> None:
         self.server = server
         self.lookup = lookup
         self.log_dir = log_dir
+        self.cwd = cwd
         self._lock = asyncio.Lock()
         self._client: Any = None
         self._tools: list[ListedTool] = []
@@ -114,7 +121,9 @@ class ServerConnection:
                 self.failure = str(exc)
                 self.failures += 1
                 self._failed_at = time.monotonic()
-                log.warning("%s", self.failure)
+                # Debug only: the caller tells the user (a session's notice, `mcp show`'s
+                # error line); a warning here printed the same line a second time.
+                log.debug("%s", self.failure)
                 raise
             self.failure = None
             return self._tools
@@ -176,7 +185,11 @@ class ServerConnection:
         except BaseException as exc:
             if not started.done():
                 if isinstance(exc, asyncio.CancelledError):
-                    started.cancel()
+                    # Stopped while starting (the process is closing): the start fails
+                    # as a start does, not by cancelling the session that waits for it.
+                    started.set_exception(
+                        McpStartError(f"MCP server {self.name} was stopped while starting")
+                    )
                 else:
                     started.set_exception(exc)
             if not isinstance(exc, Exception):
@@ -197,7 +210,7 @@ class ServerConnection:
                 # Merged over the SDK's small default set (HOME, PATH, USER...): none of
                 # this process's own variables (provider keys) reach the server.
                 env=resolve_refs(entry.env, self.lookup, self.name) or None,
-                cwd=entry.cwd,
+                cwd=self.cwd,
             )
             transport = sdk.stdio_client(params, errlog=self._errlog(stack))
         else:
@@ -306,7 +319,10 @@ class ServerConnection:
             runner.add_done_callback(_CLEANING.discard)
 
     async def close(self) -> None:
-        """Stop the server (the worker is shutting down)."""
+        """Stop the server (the process is ending): a start in flight, which holds the lock
+        until its start-up timeout, is abandoned at once rather than waited for."""
+        if self._lock.locked():
+            self._abandon()
         async with self._lock:
             await self._shutdown()
 
@@ -328,6 +344,16 @@ async def _list_all(client: Any) -> list[ListedTool]:
         if not cursor:
             break
     return tools
+
+
+def server_cwd(server: McpServer, workdir: Path) -> Path | None:
+    """Where a stdio server runs: its entry's `cwd` (relative to the session's workdir),
+    else the session's workdir itself; None for an HTTP server (no process of ours)."""
+    if server.entry.transport != "stdio":
+        return None
+    if server.entry.cwd is None:
+        return workdir
+    return workdir / Path(server.entry.cwd).expanduser()
 
 
 def _open_private(path: Path) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from swarmdeck.errors import SwarmdeckError
 from swarmdeck.integrations.mcp.sdk import require_sdk
@@ -87,13 +87,45 @@ class PlannerOps(Protocol):
         ...
 
 
+def invalid_fields(exc: ValidationError) -> str:
+    """Each field that failed, dotted, with pydantic's one-line reason (never the value
+    sent: it is the caller's data)."""
+    return "; ".join(
+        ".".join(str(part) for part in err["loc"]) + f": {err['msg']}" for err in exc.errors()
+    )
+
+
 def build_server(ops: PlannerOps) -> Any:
     """The MCP server with the planner's tools."""
     sdk = require_sdk()
     from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
     from mcp_types import CallToolResult, TextContent, ToolAnnotations
 
-    server = MCPServer(
+    def refusal(message: str, hint: str) -> Any:
+        """The contract's error object, as the whole of a tool error (no SDK prefix)."""
+        line = ops.error_line(message, hint)
+        return CallToolResult(
+            content=[TextContent(type="text", text=line)],
+            structured_content=json.loads(line),
+            is_error=True,
+        )
+
+    class PlannerServer(MCPServer):
+        """Arguments that fail a tool's schema are refused in the contract's words too."""
+
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None):
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as exc:
+                if not isinstance(exc.__cause__, ValidationError):
+                    raise
+                return refusal(
+                    f"invalid arguments for {name}: {invalid_fields(exc.__cause__)}",
+                    f"send the arguments {name}'s input schema describes (tools/list)",
+                )
+
+    server = PlannerServer(
         SERVER_NAME, instructions=INSTRUCTIONS, version=sdk.version, log_level="WARNING"
     )
     reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -103,13 +135,7 @@ def build_server(ops: PlannerOps) -> Any:
             found = await call
             return shape(found) if shape is not None else found
         except SwarmdeckError as exc:
-            # The contract's error object, as the whole of a tool error (no SDK prefix).
-            line = ops.error_line(exc.message, exc.hint)
-            return CallToolResult(
-                content=[TextContent(type="text", text=line)],
-                structured_content=json.loads(line),
-                is_error=True,
-            )
+            return refusal(exc.message, exc.hint)
 
     @server.tool()
     async def dispatch(job: JobArgs) -> dict[str, Any]:

@@ -4,6 +4,7 @@ declares (default `once`), offered only in the modes that class allows."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -20,6 +21,7 @@ from swarmdeck.integrations.mcp.connection import (
     SecretLookup,
     ServerConnection,
     finish_cleanups,
+    server_cwd,
 )
 from swarmdeck.integrations.mcp.sdk import INSTALL_HINT, sdk_available
 from swarmdeck.tools.base import ALL_MODES, WRITE_MODES, Effect, Tool, ToolContext, ToolOutcome
@@ -79,12 +81,15 @@ class McpPool:
         self.log_dir = log_dir
         self._connections: dict[str, ServerConnection] = {}
 
-    def connection(self, server: McpServer) -> ServerConnection:
-        """The process's connection to this server (not started until used)."""
-        key = server.identity()
+    def connection(self, server: McpServer, workdir: Path) -> ServerConnection:
+        """The process's connection to this server for sessions in `workdir` (not started
+        until used): a stdio server runs in the workdir, so each workdir has its own."""
+        cwd = server_cwd(server, workdir)
+        key = f"{server.identity()}\0{cwd or ''}"
         conn = self._connections.get(key)
         if conn is None:
-            conn = self._connections[key] = ServerConnection(server, self.lookup, self.log_dir)
+            conn = ServerConnection(server, self.lookup, self.log_dir, cwd)
+            self._connections[key] = conn
         return conn
 
     async def close(self) -> None:
@@ -144,16 +149,18 @@ class McpToolset:
         if not servers:
             return out
         self.preflight(scope)
+        conns = [self.pool.connection(server, scope.workdir) for server in servers]
+        # All at once: a session waits for its slowest server, not for the sum of them.
+        async with asyncio.TaskGroup() as group:
+            listings = [group.create_task(_listing(conn)) for conn in conns]
         by_name: dict[str, list[Tool]] = {}
-        for server in servers:
-            conn = self.pool.connection(server)
-            try:
-                listed = await conn.tools()
-            except McpStartError as exc:
-                out.notices.append((f"mcp:{server.name}:{conn.failures}", str(exc)))
+        for conn, listing in zip(conns, listings, strict=True):
+            listed = listing.result()
+            if isinstance(listed, McpStartError):
+                out.notices.append((f"mcp:{conn.name}:{conn.failures}", str(listed)))
                 continue
             tools, problems = self.tools_of(conn, listed)
-            out.notices += [(f"mcp:{server.name}:{conn.starts}:{p}", p) for p in problems]
+            out.notices += [(f"mcp:{conn.name}:{conn.starts}:{p}", p) for p in problems]
             for tool in tools:
                 by_name.setdefault(tool.name, []).append(tool)
         for name, same in by_name.items():
@@ -197,6 +204,14 @@ class McpToolset:
     async def close(self) -> None:
         """Stop this process's servers."""
         await self.pool.close()
+
+
+async def _listing(conn: ServerConnection) -> list[ListedTool] | McpStartError:
+    """The server's tools, or why it could not start (kept per server)."""
+    try:
+        return await conn.tools()
+    except McpStartError as exc:
+        return exc
 
 
 def _mcp_tool(conn: ServerConnection, item: ListedTool, name: str) -> Tool:
