@@ -127,6 +127,7 @@ def test_two_lines_then_the_files_they_name(sd_home: Path, workdir: Path, fake: 
     assert {t["function"]["name"] for t in body["tools"]} == {
         "read_file",
         "list_dir",
+        "glob",
         "grep",
         "shell",
         "submit_result",

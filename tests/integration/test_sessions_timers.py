@@ -194,9 +194,9 @@ async def test_messages_wake_waiters_polled_in_batches(
 ) -> None:
     """The SQLite poll looks waiters up a batch per statement: a message to each of
     several waiting sessions, polled one per statement, still ends each one's wait early."""
-    from swarmdeck.runtime import engine
+    from swarmdeck.runtime.engine import sqlite_listener
 
-    monkeypatch.setattr(engine, "POLL_BATCH", 1)
+    monkeypatch.setattr(sqlite_listener, "POLL_BATCH", 1)
 
     def waiter(req: FakeRequest) -> Reply:
         if req.turn == 0:

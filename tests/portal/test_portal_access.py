@@ -60,7 +60,7 @@ def test_tokens_are_stored_hashed_with_their_roles(sd_home: Path) -> None:
     assert secret not in path.read_text()
     [stored] = json.loads(path.read_text())
     assert stored["name"] == "alice-phone" and stored["role"] == "viewer"
-    listed = run_cli(sd_home, "portal", "token", "list")
+    listed = run_cli(sd_home, "portal", "token", "ls")
     assert "alice-phone" in listed.stdout and "viewer" in listed.stdout
     assert secret not in listed.stdout + listed.stderr
     bad = run_cli(sd_home, "portal", "token", "add", "bob", "--role", "admin")

@@ -28,7 +28,8 @@ def test_after_the_demo_the_portal_shows_its_tree_and_answers_its_question(
         page.goto(portal.sign_in_url)  # type: ignore[attr-defined]
         assert page.locator("h1").inner_text() == "Fleet"  # type: ignore[attr-defined]
         shot(page, "fleet")
-        page.click("text=Sessions")  # type: ignore[attr-defined]
+        page.click("header nav >> text=Sessions")  # type: ignore[attr-defined]
+        page.wait_for_selector("table.tree tbody tr[data-id]")  # type: ignore[attr-defined]
         rows = page.locator("table.tree tbody tr")  # type: ignore[attr-defined]
         titles = rows.locator("td:first-child a").all_inner_texts()
         demo = [t for t in titles if "swarmdeck demo" in t]

@@ -120,8 +120,8 @@ def token_add(
     )
 
 
-@token_app.command("list")
-def token_list() -> None:
+@token_app.command("ls")
+def token_ls() -> None:
     """The tokens that may sign in, with their roles (never the tokens themselves)."""
     import datetime as dt
 

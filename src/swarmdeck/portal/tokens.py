@@ -100,7 +100,7 @@ class TokenStore:
         tokens = dict(self._load())
         if tokens.pop(name, None) is None:
             raise UsageError(
-                f"no portal token named {name!r}", "`swarmdeck portal token list` names them"
+                f"no portal token named {name!r}", "`swarmdeck portal token ls` names them"
             )
         self._save(tokens)
 
