@@ -16,6 +16,7 @@ from rich.text import Text
 
 from swarmdeck.cli.app import app
 from swarmdeck.cli.sessions import render_tree
+from swarmdeck.views.figures import TokenFigures
 
 if TYPE_CHECKING:
     from swarmdeck.runtime.host import Host
@@ -160,7 +161,7 @@ def _summary(console: Console, host: Host, session_id: str, project: Path) -> No
         console.print(Panel(json.dumps(session.result, indent=2), title="submitted result"))
     console.print(
         f"session [bold]{session.id}[/] · status [bold green]{session.status}[/] · "
-        f"{usage.turns} model turns · {usage.input + usage.output} tokens\n"
+        f"{usage.turns} model turns · {TokenFigures.of(usage).line()}\n"
         f"transcript: [bold]swarmdeck sessions show {session.id}[/]   "
         f"tree: [bold]swarmdeck sessions tree {session.id}[/]\n"
         f"(stored in {host.settings.store_url.removeprefix('sqlite:///')})\n"

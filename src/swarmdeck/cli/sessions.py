@@ -19,6 +19,7 @@ from swarmdeck.cli.app import app
 from swarmdeck.config import load_settings
 from swarmdeck.errors import UsageError
 from swarmdeck.ui.progress import ProgressPrinter
+from swarmdeck.views.figures import TokenFigures
 from swarmdeck.views.fleet import ORPHANED, SessionRow, worker_label
 from swarmdeck.views.text import age
 
@@ -183,9 +184,7 @@ def show(
         alive = "alive" if d.worker.alive else "not running"
         console.print(f"worker {d.worker.executor_id} ({alive})")
     cost = f" · ${usage.cost_usd:.4f}" if usage.cost_usd is not None else ""
-    tokens = f"tokens in {usage.input} out {usage.output}{usage.estimated_note}"
-    share = f" · cached {usage.cache_share:.0%}" if usage.cache_share else ""
-    console.print(f"turns {usage.turns} · {tokens}{share}{cost}")
+    console.print(f"turns {usage.turns} · {TokenFigures.of(usage).line()}{cost}")
     if context is not None:
         console.print(context_line(context))
     if d.row.question:
