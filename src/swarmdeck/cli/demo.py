@@ -82,9 +82,9 @@ def demo() -> None:
     console.print(
         Panel.fit(
             "The model in this demo is [bold]scripted[/]: a fake LLM server on 127.0.0.1, "
-            "started by the process\nthat runs the session, answers from a fixed script "
-            "through the real OpenAI SDK.\nEverything else is real: the durable session on "
-            "SQLite, the tools confined to the project\ndirectory, and the transcript in the "
+            "started by the process that runs the session, answers from a fixed script "
+            "through the real OpenAI SDK. Everything else is real: the durable session on "
+            "SQLite, the tools confined to the project directory, and the transcript in the "
             "catalog.",
             title="swarmdeck demo",
             border_style="cyan",
