@@ -74,9 +74,6 @@ def make_demo_project() -> Path:
 @app.command()
 def demo() -> None:
     """Run a durable session against a scripted model: no key and no network needed."""
-    from swarmdeck.cli.run import run_and_follow
-    from swarmdeck.runtime.host import Host, SessionRequest
-
     console = Console()
     project = make_demo_project()
     console.print(
@@ -91,6 +88,10 @@ def demo() -> None:
         )
     )
     console.print(f"project: {project}\n")
+    # The runtime takes a moment to import: the banner above shows at once.
+    from swarmdeck.cli.run import run_and_follow
+    from swarmdeck.runtime.host import Host, SessionRequest
+
     host = Host()
     record = host.create_session(
         SessionRequest(DEMO_TASK, DEMO_MODEL, project, title="swarmdeck demo")
