@@ -124,7 +124,7 @@ def ls(
     }
     console = Console()
     shown = _columns_that_fit(cells, console.width)
-    table = Table(box=None, header_style="bold", caption=IDS_NOTE, caption_justify="left")
+    table = Table(box=None, header_style="bold")
     for col in shown:
         if col == "title":
             table.add_column(col, no_wrap=True, overflow="ellipsis", ratio=1, min_width=10)
@@ -138,10 +138,14 @@ def ls(
     for n in range(len(rows)):
         table.add_row(*(cells[col][n] for col in shown))
     console.print(table)
+    # Printed on its own, the note wraps between words (as a caption it was cut mid-word).
+    console.print(IDS_NOTE, soft_wrap=False)
 
 
 # Dropped first when the terminal is narrow; id, status, age and title always stay.
 OPTIONAL_COLUMNS = ("parent", "worker", "cost", "tokens", "turns", "model")
+# A title keeps up to this many characters before the optional columns stay.
+TITLE_ROOM = 40
 
 
 def _columns_that_fit(cells: dict[str, list[str]], width: int) -> list[str]:
@@ -151,8 +155,9 @@ def _columns_that_fit(cells: dict[str, list[str]], width: int) -> list[str]:
         for col, values in cells.items()
     }
     shown = list(cells)
+    title = min(wide["title"], TITLE_ROOM)
     for col in OPTIONAL_COLUMNS:
-        if sum(wide[c] for c in shown if c != "title") + 12 <= width:
+        if sum(wide[c] for c in shown if c != "title") + title <= width:
             break
         shown.remove(col)
     return shown
