@@ -5,16 +5,21 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test lint format bench clean
 
+# Installing takes a while and pip -q prints nothing: say what is happening first.
 $(BIN)/swarmdeck: pyproject.toml
+	@echo "swarmdeck: creating $(VENV) and installing swarmdeck with its dev extras (about a minute the first time)..."
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
+	@echo "swarmdeck: installed in $(VENV)"
 	touch $(BIN)/swarmdeck
 
 # bubblewrap sandboxes shell tools; without it (and without Landlock) read-only modes get
 # no shell and code mode refuses it (see README, Security).
 demo: $(BIN)/swarmdeck
+	@echo "swarmdeck: checking the sandbox (bubblewrap)..."
 	bash scripts/test-deps --sandbox
+	@echo "swarmdeck: starting the demo..."
 	$(BIN)/swarmdeck demo
 
 # The suite runs on TEST_WORKERS processes (pytest-xdist; each starts its own PostgreSQL

@@ -7,10 +7,13 @@ import sys
 
 import typer
 
+from swarmdeck.cli.help_format import HelpGroup, use_plain_help
 from swarmdeck.errors import SwarmdeckError
 
 app = typer.Typer(
     name="swarmdeck",
+    cls=HelpGroup,
+    rich_markup_mode=None,
     help="Durable LLM agent sessions, and bounded tasks dispatched to isolated LLM workers.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -67,21 +70,7 @@ def _register(argv: list[str] | None = None) -> None:
     modules = [COMMAND_MODULES[name]] if name in COMMAND_MODULES else COMMAND_MODULES.values()
     for module in dict.fromkeys(modules):
         importlib.import_module(f"swarmdeck.cli.{module}")
-    _reflow_help(app)
-
-
-def _reflow_help(group: typer.Typer) -> None:
-    """Join the wrapped lines of each command's later help paragraphs (typer keeps their
-    line breaks, so on a terminal narrower than the source they came out ragged)."""
-    import inspect
-
-    for command in group.registered_commands:
-        text = command.help or inspect.getdoc(command.callback) or ""
-        first, *rest = text.split("\n\n")
-        command.help = "\n\n".join([first, *(" ".join(p.split("\n")) for p in rest)])
-    for sub in group.registered_groups:
-        if sub.typer_instance is not None:
-            _reflow_help(sub.typer_instance)
+    use_plain_help(app)
 
 
 def _fail(message: str, code: int) -> None:

@@ -16,6 +16,7 @@ from rich.text import Text
 
 from swarmdeck.cli.app import app
 from swarmdeck.cli.sessions import render_tree
+from swarmdeck.views.figures import TokenFigures
 
 if TYPE_CHECKING:
     from swarmdeck.runtime.host import Host
@@ -73,23 +74,24 @@ def make_demo_project() -> Path:
 @app.command()
 def demo() -> None:
     """Run a durable session against a scripted model: no key and no network needed."""
-    from swarmdeck.cli.run import run_and_follow
-    from swarmdeck.runtime.host import Host, SessionRequest
-
     console = Console()
     project = make_demo_project()
     console.print(
         Panel.fit(
             "The model in this demo is [bold]scripted[/]: a fake LLM server on 127.0.0.1, "
-            "started by the process\nthat runs the session, answers from a fixed script "
-            "through the real OpenAI SDK.\nEverything else is real: the durable session on "
-            "SQLite, the tools confined to the project\ndirectory, and the transcript in the "
+            "started by the process that runs the session, answers from a fixed script "
+            "through the real OpenAI SDK. Everything else is real: the durable session on "
+            "SQLite, the tools confined to the project directory, and the transcript in the "
             "catalog.",
             title="swarmdeck demo",
             border_style="cyan",
         )
     )
     console.print(f"project: {project}\n")
+    # The runtime takes a moment to import: the banner above shows at once.
+    from swarmdeck.cli.run import run_and_follow
+    from swarmdeck.runtime.host import Host, SessionRequest
+
     host = Host()
     record = host.create_session(
         SessionRequest(DEMO_TASK, DEMO_MODEL, project, title="swarmdeck demo")
@@ -160,7 +162,7 @@ def _summary(console: Console, host: Host, session_id: str, project: Path) -> No
         console.print(Panel(json.dumps(session.result, indent=2), title="submitted result"))
     console.print(
         f"session [bold]{session.id}[/] · status [bold green]{session.status}[/] · "
-        f"{usage.turns} model turns · {usage.input + usage.output} tokens\n"
+        f"{usage.turns} model turns · {TokenFigures.of(usage).line()}\n"
         f"transcript: [bold]swarmdeck sessions show {session.id}[/]   "
         f"tree: [bold]swarmdeck sessions tree {session.id}[/]\n"
         f"(stored in {host.settings.store_url.removeprefix('sqlite:///')})\n"

@@ -12,9 +12,9 @@ import typer
 from pydantic import ValidationError
 from typer import _click as tclick
 from typer._click.exceptions import UsageError as ClickUsageError
-from typer.core import TyperCommand
 
 from swarmdeck.cli.app import app
+from swarmdeck.cli.help_format import HelpCommand
 from swarmdeck.dispatch.stdout import ContractStdout
 from swarmdeck.errors import SwarmdeckError, UsageError
 
@@ -124,7 +124,7 @@ def fail(message: str, hint: str, *, json_line: bool, out: Any = None) -> NoRetu
     sys.exit(EXIT_USAGE)
 
 
-class PlannerCommand(TyperCommand):
+class PlannerCommand(HelpCommand):
     """A command whose bad invocations still answer with the contract's error line."""
 
     json_errors = True

@@ -103,7 +103,9 @@ def ls(
 def show(
     name: Annotated[str, typer.Argument(help="The server's name in .mcp.json.")],
     workdir: WorkdirOpt = Path("."),
-    plugin: Annotated[list[Path] | None, typer.Option("--plugin")] = None,
+    plugin: Annotated[
+        list[Path] | None, typer.Option("--plugin", help="Plugin folders, as for `run`.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
 ) -> None:
     """Start a server and list its tools as sessions see them: name, effect, modes."""

@@ -94,7 +94,7 @@ def exit_code_for(status: str, reason: str | None = None) -> int:
 @app.command(cls=HumanCommand)
 def run(
     task_text: Annotated[
-        str | None, typer.Argument(metavar="[TASK]", help="Short form: what the agent should do.")
+        str | None, typer.Argument(metavar="TASK", help="Short form: what the agent should do.")
     ] = None,
     provider: ProviderOpt = None,
     mode: ModeOpt = None,

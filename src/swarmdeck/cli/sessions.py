@@ -18,6 +18,7 @@ from swarmdeck.catalog.records import STATUSES, SessionRecord
 from swarmdeck.cli.app import app
 from swarmdeck.config import load_settings
 from swarmdeck.errors import UsageError
+from swarmdeck.views.figures import TokenFigures
 from swarmdeck.views.fleet import ORPHANED, SessionRow, worker_label
 from swarmdeck.views.progress import ProgressPrinter
 from swarmdeck.views.text import age
@@ -123,7 +124,7 @@ def ls(
     }
     console = Console()
     shown = _columns_that_fit(cells, console.width)
-    table = Table(box=None, header_style="bold", caption=IDS_NOTE, caption_justify="left")
+    table = Table(box=None, header_style="bold")
     for col in shown:
         if col == "title":
             table.add_column(col, no_wrap=True, overflow="ellipsis", ratio=1, min_width=10)
@@ -137,10 +138,14 @@ def ls(
     for n in range(len(rows)):
         table.add_row(*(cells[col][n] for col in shown))
     console.print(table)
+    # Printed on its own, the note wraps between words (as a caption it was cut mid-word).
+    console.print(IDS_NOTE, soft_wrap=False)
 
 
 # Dropped first when the terminal is narrow; id, status, age and title always stay.
 OPTIONAL_COLUMNS = ("parent", "worker", "cost", "tokens", "turns", "model")
+# A title keeps up to this many characters before the optional columns stay.
+TITLE_ROOM = 40
 
 
 def _columns_that_fit(cells: dict[str, list[str]], width: int) -> list[str]:
@@ -150,8 +155,9 @@ def _columns_that_fit(cells: dict[str, list[str]], width: int) -> list[str]:
         for col, values in cells.items()
     }
     shown = list(cells)
+    title = min(wide["title"], TITLE_ROOM)
     for col in OPTIONAL_COLUMNS:
-        if sum(wide[c] for c in shown if c != "title") + 12 <= width:
+        if sum(wide[c] for c in shown if c != "title") + title <= width:
             break
         shown.remove(col)
     return shown
@@ -183,9 +189,7 @@ def show(
         alive = "alive" if d.worker.alive else "not running"
         console.print(f"worker {d.worker.executor_id} ({alive})")
     cost = f" · ${usage.cost_usd:.4f}" if usage.cost_usd is not None else ""
-    tokens = f"tokens in {usage.input} out {usage.output}{usage.estimated_note}"
-    share = f" · cached {usage.cache_share:.0%}" if usage.cache_share else ""
-    console.print(f"turns {usage.turns} · {tokens}{share}{cost}")
+    console.print(f"turns {usage.turns} · {TokenFigures.of(usage).line()}{cost}")
     if context is not None:
         console.print(context_line(context))
     if d.row.question:

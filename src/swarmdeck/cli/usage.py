@@ -14,6 +14,7 @@ from swarmdeck.catalog.records import cache_share, estimated_note
 from swarmdeck.cli.app import app
 from swarmdeck.cli.sessions import open_catalog
 from swarmdeck.errors import UsageError
+from swarmdeck.views.figures import TokenFigures
 
 
 def _since(text: str | None) -> float | None:
@@ -29,9 +30,12 @@ def _row_share(row: dict[str, Any]) -> float | None:
     return cache_share(row["input"], row["cache_read"], row["cache_write"])
 
 
-def _cached(read: int, share: float | None) -> str:
-    """Cached input tokens and their share of all input (the prompt cache's hit share)."""
-    return f"{read} ({share:.0%})" if share is not None else str(read)
+def _figure_cells(model: str, turns: int, figures: TokenFigures, cost: float | None) -> list[str]:
+    """One row of the table: the figures as every surface defines them (views/figures.py)."""
+    note = figures.note
+    shown_cost = f"${cost:.4f}" if cost is not None else "unknown"
+    cells = [f"{figures.input:,}{note}", figures.cached_cell(), f"{figures.output:,}{note}"]
+    return [model, str(turns), *cells, shown_cost]
 
 
 @app.command()
@@ -44,8 +48,8 @@ def usage(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
 ) -> None:
-    """Tokens and cost per model, summed over sessions. `input` counts the input tokens no
-    prompt cache served; `cached` those it did, and their share of all input."""
+    """Tokens and cost per model, summed over sessions. `input` counts all input tokens;
+    `cached` those a prompt cache served, and their share of all input."""
     catalog = open_catalog()
     ids = None
     if session:
@@ -73,26 +77,12 @@ def usage(
     for col in ("model", "turns", "input", "cached", "output", "cost"):
         table.add_column(col, justify="right" if col != "model" else "left")
     for model, row in sorted(totals.by_model.items()):
-        cost = f"${row['cost_usd']:.4f}" if row["cost_usd"] is not None else "unknown"
         note = estimated_note(row["estimated_turns"], row["turns"])
-        table.add_row(
-            model,
-            str(row["turns"]),
-            f"{row['input']}{note}",
-            _cached(row["cache_read"], _row_share(row)),
-            f"{row['output']}{note}",
-            cost,
-        )
-    total_cost = f"${totals.cost_usd:.4f}" if totals.cost_usd is not None else "unknown"
+        figures = TokenFigures.of(row, note)
+        table.add_row(*_figure_cells(model, row["turns"], figures, row["cost_usd"]))
+    figures = TokenFigures.of(totals)
+    table.add_row(*_figure_cells("[bold]total[/]", totals.turns, figures, totals.cost_usd))
     note = totals.estimated_note
-    table.add_row(
-        "[bold]total[/]",
-        str(totals.turns),
-        f"{totals.input}{note}",
-        _cached(totals.cache_read, totals.cache_share),
-        f"{totals.output}{note}",
-        total_cost,
-    )
     Console().print(table)
     if note:
         Console(stderr=True).print(

@@ -13,6 +13,7 @@ from textual.widgets import Static
 
 from swarmdeck.ui.badges import badge
 from swarmdeck.views.detail import SessionDetail, context_line
+from swarmdeck.views.figures import TokenFigures
 from swarmdeck.views.text import age
 
 PREVIEW_LINES = 8
@@ -42,12 +43,7 @@ def inspector_body(d: SessionDetail, now: float) -> RenderableType:
         state = "alive" if w.alive else "not running"
         facts.add_row("worker", f"{w.executor_id} ({where}, {state}{beat})")
     cost = f" · ${usage.cost_usd:.4f}" if usage.cost_usd is not None else ""
-    cached = f" · cached {usage.cache_share:.0%}" if usage.cache_share else ""
-    facts.add_row(
-        "usage",
-        f"{usage.turns} turns · in {usage.input + usage.cache_read + usage.cache_write:,} "
-        f"out {usage.output:,}{usage.estimated_note}{cached}{cost}",
-    )
+    facts.add_row("usage", f"{usage.turns} turns · {TokenFigures.of(usage).line()}{cost}")
     if d.budget:
         facts.add_row("budget", ", ".join(f"{k} {v}" for k, v in d.budget.items()))
     if d.context is not None:

@@ -7,6 +7,8 @@ from typing import Any
 
 from rich.table import Table
 
+from swarmdeck.views.figures import TokenFigures
+
 STATUS_STYLE = {
     "completed": "green",
     "running": "yellow",
@@ -24,7 +26,7 @@ def _cost(value: float | None) -> str:
 
 
 def _tokens(tokens: dict[str, int]) -> str:
-    total = tokens["input"] + tokens["output"]
+    total = TokenFigures.of(tokens).total
     return f"{total / 1000:.1f}k" if total >= 1000 else str(total)
 
 
@@ -75,7 +77,7 @@ def changes(before: dict[str, Any] | None, after: dict[str, Any]) -> list[str]:
 def summary_line(report: dict[str, Any]) -> str:
     """The last line of the progress: verdict, members, tokens, cost, time."""
     done = sum(1 for m in report["members"] if m["verdict"] == "completed")
-    tokens = report["tokens"]["input"] + report["tokens"]["output"]
+    tokens = TokenFigures.of(report["tokens"]).total
     return (
         f"swarm {report['session_id']}: {report['verdict']} · {done}/{len(report['members'])} "
         f"members completed · {tokens} tokens · cost {_cost(report['cost_usd'])} · "

@@ -13,6 +13,7 @@ from swarmdeck.catalog.liveness import WorkerRow
 from swarmdeck.catalog.overview import Overview, StoreMarks
 from swarmdeck.catalog.records import EventRecord, SessionRecord, UsageTotals
 from swarmdeck.catalog.workers import WorkerRegistry
+from swarmdeck.views.figures import TokenFigures
 from swarmdeck.views.prefixes import shortest_prefixes
 from swarmdeck.views.text import one_line
 
@@ -166,7 +167,7 @@ def build_row(
         created_at=record.created_at,
         updated_at=record.updated_at,
         turns=usage.turns,
-        tokens_in=usage.input + usage.cache_read + usage.cache_write,
+        tokens_in=TokenFigures.of(usage).input,
         tokens_out=usage.output,
         cost_usd=usage.cost_usd,
         estimated=bool(usage.estimated_turns),
