@@ -11,6 +11,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from swarmdeck.views.figures import TokenFigures
 from swarmdeck.views.transcript import Entry
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -55,7 +56,9 @@ class Renderer:
             trim_blocks=True,
             lstrip_blocks=True,
         )
-        self.env.filters.update(when=_when, day=_day, num=_num, usd=_usd, dom_id=entry_dom_id)
+        self.env.filters.update(
+            when=_when, day=_day, num=_num, usd=_usd, dom_id=entry_dom_id, figures=TokenFigures.of
+        )
 
     def page(self, name: str, **context: Any) -> str:
         """A whole page."""
