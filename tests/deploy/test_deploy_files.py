@@ -17,20 +17,29 @@ DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 CHART = DEPLOY / "helm" / "swarmdeck"
 
 
-def test_the_worker_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("name", "as_name"),
+    [
+        ("swarmdeck-worker.service", "swarmdeck-worker.service"),
+        ("swarmdeck-worker@.service", "swarmdeck-worker@prod.service"),
+    ],
+)
+def test_the_worker_units_pass_systemd_analyze_verify(
+    tmp_path: Path, name: str, as_name: str
+) -> None:
     if shutil.which("systemd-analyze") is None:
         pytest.skip("systemd-analyze is not installed here")
-    unit = (DEPLOY / "systemd" / "swarmdeck-worker.service").read_text()
+    unit = (DEPLOY / "systemd" / name).read_text()
     assert "ExecStart=/usr/local/bin/swarmdeck worker" in unit
     # verify wants ExecStart's binary to exist: point it at this venv's swarmdeck.
     here = Path(sys.executable).with_name("swarmdeck")
-    checked = tmp_path / "swarmdeck-worker.service"
+    checked = tmp_path / as_name
     checked.write_text(unit.replace("/usr/local/bin/swarmdeck", str(here)))
     res = subprocess.run(
         ["systemd-analyze", "verify", str(checked)], capture_output=True, text=True, timeout=60
     )
     assert res.returncode == 0, res.stderr
-    assert "swarmdeck-worker.service" not in res.stderr, res.stderr
+    assert "swarmdeck-worker" not in res.stderr, res.stderr
 
 
 def compose_command() -> list[str] | None:
