@@ -52,14 +52,59 @@ def print_fleet(console: Console, doc: dict[str, Any]) -> None:
         )
 
 
+def fleet_by_host() -> dict[str, Any]:
+    """The fleet grouped by host, with the queue and the takeovers of the last hour."""
+    from swarmdeck.cli.sessions import open_catalog, worker_registry
+    from swarmdeck.views.fleet_status import fleet_summary
+
+    catalog = open_catalog()
+    summary = fleet_summary(catalog, worker_registry(catalog))
+    return {
+        "hosts": [
+            {
+                "hostname": h.hostname,
+                "sessions_running": h.sessions_running,
+                "workers": h.workers,
+            }
+            for h in summary.hosts
+        ],
+        "workers": [w for h in summary.hosts for w in h.workers],
+        "queue_depth": summary.queue_depth,
+        "waiting_for_a_worker": summary.waiting_for_a_worker,
+        "takeovers_last_hour": summary.takeovers_last_hour,
+    }
+
+
+def print_hosts(console: Console, doc: dict[str, Any]) -> None:
+    """One block per host: its executors and the sessions each runs; then queue, takeovers."""
+    for host in doc["hosts"]:
+        console.print(
+            f"[bold]{host['hostname']}[/bold]: {len(host['workers'])} process(es), "
+            f"{host['sessions_running']} session(s) held"
+        )
+        for w in host["workers"]:
+            console.print(
+                f"  pid {w['pid']:<7} {w['role']:<6} {w['executor_id'][:24]:<24} "
+                f"{w['heartbeat_age_s']:>6.1f} s ago  {w['sessions_running']:>3} session(s)"
+            )
+    if not any(w["role"] == "worker" for w in doc["workers"]):
+        console.print("no fleet worker serves this store: runs happen in their own process")
+        console.print("start one with `swarmdeck worker` (or `swarmdeck worker --processes N`)")
+    line = f"queue depth: {doc['queue_depth']} session(s) waiting to run"
+    if doc["waiting_for_a_worker"]:
+        line += f", {doc['waiting_for_a_worker']} not yet taken by a worker"
+    console.print(line)
+    console.print(f"takeovers in the last hour: {len(doc['takeovers_last_hour'])}")
+
+
 @app.command()
 def workers(
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
 ) -> None:
-    """List the live workers of this store (host, pid, executor id, heartbeat age, sessions
-    running) and the queue depth."""
-    doc = fleet_status()
+    """List the live workers of this store by host (processes, sessions held), the queue
+    depth and the takeovers of the last hour."""
+    doc = fleet_by_host()
     if as_json:
         print(json.dumps(doc))
         return
-    print_fleet(Console(), doc)
+    print_hosts(Console(width=80), doc)
