@@ -140,6 +140,7 @@ def get(
     Console(stderr=True).print(f"version {entry.version} · by {entry.writer} · {_when(entry.ts)}")
 
 
+# Same options as `get` on purpose: typer reads each command's own signature.
 @memory_app.command("history", cls=HumanCommand)
 def history(
     key: Annotated[str, typer.Argument(help="The key.")],

@@ -24,7 +24,9 @@ from swarmdeck.cli.dispatch import NoSandboxOpt, PlannerCommand, QuietOpt, TaskF
 from swarmdeck.errors import SwarmdeckError, UsageError
 
 if TYPE_CHECKING:
+    from swarmdeck.catalog.records import SessionRecord
     from swarmdeck.runtime.host import Host
+    from swarmdeck.swarm.launch import SwarmRequest
 
 REFRESH_SECONDS = 0.25
 CANCEL_WAIT_SECONDS = 10.0
@@ -82,27 +84,15 @@ def swarm(
     plugin: PluginOpt = None,
 ) -> None:
     """Split a task among a team's members, run them in parallel, merge their results."""
-    from swarmdeck.cli.hosting import session_host
-    from swarmdeck.dispatch.guards import read_task
-    from swarmdeck.swarm.launch import SwarmRequest, prepare_swarm
+    from swarmdeck.swarm.launch import SwarmRequest
     from swarmdeck.swarm.report import started_object
 
     try:
-        if (task is None) == (task_file is None):
-            raise UsageError(
-                "pass the task or --task-file, exactly one",
-                'say what the swarm should do: swarm "TASK" (or --task-file FILE)',
-            )
-        # A file keeps the task off argv, where `ps` would show it (the MCP server's way).
-        task = read_task(task, task_file)
-        # The coordinator runs here, on the local path (its live table follows it in this
-        # process, and its members start as its child workflows here). Should this process
-        # die, a worker that takes its lease over runs it on: session_host registers the
-        # swarm's driver there too (cli/worker.py, `sessions resume`).
-        host = session_host()
-        request = prepare_swarm(
+        host, record = _create(
+            task,
+            task_file,
             SwarmRequest(
-                task=task,
+                task="",
                 workdir=workdir,
                 team=team,
                 plan_file=plan,
@@ -112,9 +102,7 @@ def swarm(
                 no_sandbox=no_sandbox,
                 plugins=tuple(str(p) for p in plugin or ()),
             ),
-            host.services,
         )
-        record = host.create_session(request)
     except SwarmdeckError as exc:
         fail(exc.message, exc.hint, json_line=as_json)
     if as_json:
@@ -130,6 +118,32 @@ def swarm(
     if running_as_cli():
         exit_now(exit_code(report))  # the result is out and the engine down: no teardown
     raise typer.Exit(exit_code(report))
+
+
+def _create(
+    task: str | None, task_file: Path | None, asked: SwarmRequest
+) -> tuple[Host, SessionRecord]:
+    """Read the task, prepare the swarm and create its coordinator session on a local host."""
+    from dataclasses import replace
+
+    from swarmdeck.cli.hosting import session_host
+    from swarmdeck.dispatch.guards import read_task
+    from swarmdeck.swarm.launch import prepare_swarm
+
+    if (task is None) == (task_file is None):
+        raise UsageError(
+            "pass the task or --task-file, exactly one",
+            'say what the swarm should do: swarm "TASK" (or --task-file FILE)',
+        )
+    # A file keeps the task off argv, where `ps` would show it (the MCP server's way).
+    text = read_task(task, task_file)
+    # The coordinator runs here, on the local path (its live table follows it in this
+    # process, and its members start as its child workflows here). Should this process
+    # die, a worker that takes its lease over runs it on: session_host registers the
+    # swarm's driver there too (cli/worker.py, `sessions resume`).
+    host = session_host()
+    request = prepare_swarm(replace(asked, task=text), host.services)
+    return host, host.create_session(request)
 
 
 async def _run(host: Host, session_id: str, quiet: bool) -> dict[str, Any]:

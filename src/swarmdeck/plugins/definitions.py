@@ -59,6 +59,7 @@ class AgentDef:
         return self.id or self.name
 
 
+# Shares its first fields with AgentDef on purpose: both are read from the same front matter.
 @dataclass(frozen=True)
 class SkillDef:
     """A skill: a body the model loads on demand, and the tools it brings."""

@@ -97,6 +97,7 @@ class FaultSpec(_Strict):
     first chunks are still corked when it destroys the socket).
     """
 
+    # Mirrors reply.Fault on purpose: this is the validated pydantic edge of that dataclass.
     status: int | None = Field(default=None, ge=400, le=599)
     retry_after: float | None = Field(default=None, ge=0)
     times: int | None = Field(default=None, ge=0)

@@ -6,6 +6,7 @@ tool error whose text is the contract's `swarmdeck.error` line."""
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -95,12 +96,33 @@ def invalid_fields(exc: ValidationError) -> str:
     )
 
 
+# Awaits a planner call (shaping its answer); a SwarmdeckError becomes a refusal.
+Guarded = Callable[..., Awaitable[Any]]
+
+
 def build_server(ops: PlannerOps) -> Any:
     """The MCP server with the planner's tools."""
+    server, refusal = _planner_server(ops)
+
+    async def guarded(call: Any, shape: Any = None) -> Any:
+        """Await a planner call; a SwarmdeckError becomes the contract's refusal."""
+        try:
+            found = await call
+            return shape(found) if shape is not None else found
+        except SwarmdeckError as exc:
+            return refusal(exc.message, exc.hint)
+
+    _add_work_tools(server, ops, guarded)
+    _add_session_tools(server, ops, guarded)
+    return server
+
+
+def _planner_server(ops: PlannerOps) -> tuple[Any, Callable[[str, str], Any]]:
+    """The bare server, refusing bad arguments in the contract's words, and its refusal."""
     sdk = require_sdk()
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
-    from mcp_types import CallToolResult, TextContent, ToolAnnotations
+    from mcp_types import CallToolResult, TextContent
 
     def refusal(message: str, hint: str) -> Any:
         """The contract's error object, as the whole of a tool error (no SDK prefix)."""
@@ -128,14 +150,11 @@ def build_server(ops: PlannerOps) -> Any:
     server = PlannerServer(
         SERVER_NAME, instructions=INSTRUCTIONS, version=sdk.version, log_level="WARNING"
     )
-    reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    return server, refusal
 
-    async def guarded(call: Any, shape: Any = None) -> Any:
-        try:
-            found = await call
-            return shape(found) if shape is not None else found
-        except SwarmdeckError as exc:
-            return refusal(exc.message, exc.hint)
+
+def _add_work_tools(server: Any, ops: PlannerOps, guarded: Guarded) -> None:
+    """The tools that start work: dispatch, fanout, swarm, and session_wait for their end."""
 
     @server.tool()
     async def dispatch(job: JobArgs) -> dict[str, Any]:
@@ -184,6 +203,13 @@ def build_server(ops: PlannerOps) -> Any:
         swarm), its record (another session), or a `pending` object when it still runs after `timeout` seconds."""
         return await guarded(ops.session_wait(session_id, timeout))
 
+
+def _add_session_tools(server: Any, ops: PlannerOps, guarded: Guarded) -> None:
+    """The tools that read and steer sessions, their artifacts and the models."""
+    from mcp_types import ToolAnnotations
+
+    reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
     @server.tool(annotations=reads)
     async def sessions_list(
         status: Annotated[str | None, Field(description="Only sessions of this status.")] = None,
@@ -226,5 +252,3 @@ def build_server(ops: PlannerOps) -> Any:
     async def list_models() -> dict[str, Any]:
         """The exact provider:model names a job may use now, with context size and prices."""
         return await guarded(ops.list_models())
-
-    return server
