@@ -38,18 +38,23 @@ def print_fleet(console: Console, doc: dict[str, Any]) -> None:
                 str(w["sessions_running"]),
             )
         console.print(table)
-    if not fleet:
+    print_queue(console, doc, has_fleet=bool(fleet))
+    for s in doc["supervisors"]:
+        console.print(
+            f"supervisor {s['supervisor_id']} on {s['hostname']} keeps {s['processes']} "
+            "worker process(es)"
+        )
+
+
+def print_queue(console: Console, doc: dict[str, Any], *, has_fleet: bool) -> None:
+    """How to start a worker when none serves the store, then the hand-over queue."""
+    if not has_fleet:
         console.print("no fleet worker serves this store: runs happen in their own process")
         console.print("start one with `swarmdeck worker` (or `swarmdeck worker --processes N`)")
     line = f"queue depth: {doc['queue_depth']} session(s) waiting to run"
     if doc["waiting_for_a_worker"]:
         line += f", {doc['waiting_for_a_worker']} not yet taken by a worker"
     console.print(line)
-    for s in doc["supervisors"]:
-        console.print(
-            f"supervisor {s['supervisor_id']} on {s['hostname']} keeps {s['processes']} "
-            "worker process(es)"
-        )
 
 
 def fleet_by_host() -> dict[str, Any]:
@@ -87,13 +92,7 @@ def print_hosts(console: Console, doc: dict[str, Any]) -> None:
                 f"  pid {w['pid']:<7} {w['role']:<6} {w['executor_id'][:24]:<24} "
                 f"{w['heartbeat_age_s']:>6.1f} s ago  {w['sessions_running']:>3} session(s)"
             )
-    if not any(w["role"] == "worker" for w in doc["workers"]):
-        console.print("no fleet worker serves this store: runs happen in their own process")
-        console.print("start one with `swarmdeck worker` (or `swarmdeck worker --processes N`)")
-    line = f"queue depth: {doc['queue_depth']} session(s) waiting to run"
-    if doc["waiting_for_a_worker"]:
-        line += f", {doc['waiting_for_a_worker']} not yet taken by a worker"
-    console.print(line)
+    print_queue(console, doc, has_fleet=any(w["role"] == "worker" for w in doc["workers"]))
     console.print(f"takeovers in the last hour: {len(doc['takeovers_last_hour'])}")
 
 
