@@ -36,7 +36,9 @@ class TranscriptStream:
         self.login = login
         self.transcript = Transcript()
         self._facts: tuple[object, ...] | None = None
-        self._seen: list[EventRecord] = []
+        # What the inspector's context line is measured from (views.detail.context_summary):
+        # every compaction and the last measured turn, not the whole transcript.
+        self._measured: list[EventRecord] = []
 
     def _entries(self, entries: list[Entry]) -> str:
         page = self.state.renderer.page
@@ -44,15 +46,23 @@ class TranscriptStream:
             sse("entry", page("_entry.html", entry=e), self.transcript.cursor) for e in entries
         )
 
+    def _keep_measured(self, events: list[EventRecord]) -> None:
+        for ev in events:
+            if ev.kind == "assistant" and ev.payload.get("context"):
+                self._measured = [e for e in self._measured if e.kind != "assistant"]
+                self._measured.append(ev)
+            elif ev.kind == "compaction":
+                self._measured.append(ev)
+
     def _read(self, first: bool) -> str:
         """What is new since the last read, as events."""
         events = self.state.catalog.events(self.session_id, after_id=self.transcript.cursor)
-        self._seen.extend(events)
+        self._keep_measured(events)
         if first:  # what the page drew already builds the calls a later result folds into
             self.transcript.add([e for e in events if e.id <= self.after])
             events = [e for e in events if e.id > self.after]
         out = self._entries(self.transcript.add(events))
-        detail, html = session_facts(self.state, self.session_id, self.login, self._seen)
+        detail, html = session_facts(self.state, self.session_id, self.login, self._measured)
         facts = (detail.record.status, detail.usage.turns, detail.record.updated_at)
         if facts != self._facts:
             self._facts = facts
