@@ -89,7 +89,7 @@ def demo() -> None:
     )
     console.print(f"project: {project}\n")
     # The runtime takes a moment to import: the banner above shows at once.
-    from swarmdeck.cli.run import run_and_follow
+    from swarmdeck.cli.following import run_and_follow
     from swarmdeck.runtime.host import Host, SessionRequest
 
     host = Host()

@@ -8,11 +8,8 @@ session and prints its final answer on stdout.
 
 from __future__ import annotations
 
-import asyncio
-import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -43,52 +40,8 @@ from swarmdeck.cli.dispatch import (
 )
 from swarmdeck.errors import UsageError
 
-SHORT_FORM_MAX_TURNS = 50
-
-
-async def run_and_follow(
-    host: Any, session_id: str, quiet: bool = False, start: bool = True
-) -> dict[str, Any]:
-    """Run a session to its end in this process (started here unless `start` is False),
-    printing progress unless quiet."""
-    if start:
-        await host.start(session_id)
-    outcome = asyncio.ensure_future(host.wait(session_id))
-    return await _follow(host, session_id, outcome, quiet) or {}
-
-
-async def _follow(
-    host: Any,
-    session_id: str,
-    done: asyncio.Future[Any],
-    quiet: bool,
-    also: Any = None,
-) -> Any:
-    """Print the session's progress until `done`; a question it asks is answered from here
-    (even a quiet run says how: it would wait for ever otherwise). Returns `done`'s result."""
-    from swarmdeck.cli.ask_prompt import AskUserPrompt
-    from swarmdeck.views.progress import ProgressPrinter
-
-    printer = ProgressPrinter()
-    asker = AskUserPrompt(host, session_id, printer.console)
-
-    def on_event(ev: Any) -> None:
-        if not quiet:
-            printer(ev)
-        asker(ev)
-        if also is not None:
-            also(ev)
-
-    try:
-        await host.follow(session_id, on_event, done)
-    finally:
-        asker.close()
-    return done.result()
-
-
-def exit_code_for(status: str, reason: str | None = None) -> int:
-    """0 for a completed session, 3 for one that ended otherwise or ran out of turns."""
-    return 0 if status == "completed" and reason != "step_cap" else 3
+if TYPE_CHECKING:
+    from swarmdeck.cli.run_short import ShortLimits
 
 
 @app.command(cls=HumanCommand)
@@ -129,26 +82,15 @@ def run(
     When a worker (`swarmdeck worker`) serves the store the run is handed to it and followed
     from here; else, or with --local, it runs in this process. --detach hands it over and
     prints its session id at once."""
+    from swarmdeck.cli.run_short import ShortLimits
+
     limits = ShortLimits(turn_cap(max_turns, max_steps), max_tokens, max_cost, max_children)
-    short = task_text is not None or agent is not None
-    if short and task is None and task_file is None:
-        if provider or session or worktree or dry_run or idle_timeout:
-            raise UsageError(
-                "the short form takes TASK, --model, --agent, --workdir, --timeout and the "
-                "limits only",
-                "for the contract form pass --task or --task-file with --provider and --mode",
-            )
-        if local and detach:
-            raise UsageError(
-                "--detach hands the run to the fleet; --local runs it here", "pick one"
-            )
-        if task_text is not None and not task_text.strip():
-            raise UsageError("the task is empty", 'say what the agent should do: run "TASK"')
-        where = workdir or Path(".")
-        session_mode = _short_form_mode(mode, no_sandbox)
-        request = _short_request(task_text, model, agent, plugin, where, session_mode)
-        placement = "here" if local else "detach" if detach else "fleet"
-        _run_short(request, mode is None, limits, timeout, quiet, no_sandbox, placement)
+    if (task_text is not None or agent is not None) and task is None and task_file is None:
+        contract_only = bool(provider or session or worktree or dry_run or idle_timeout)
+        _short_form(
+            task_text, model, agent, plugin, workdir, mode, limits, timeout, quiet,
+            no_sandbox, (local, detach, contract_only),
+        )  # fmt: skip
         return
     if task_text is not None:
         raise UsageError("pass the task once: as TASK, --task or --task-file", "")
@@ -182,164 +124,34 @@ def run(
     )
 
 
-@dataclass(frozen=True)
-class ShortLimits:
-    """The limits a short-form run was given on the command line."""
-
-    max_turns: int | None
-    max_tokens: int | None
-    max_cost: float | None
-    max_children: int | None
-
-
-def _short_form_mode(mode: str | None, no_sandbox: bool) -> str:
-    """The session mode of a short-form run; without --mode it only reads (explore's
-    tools: reading, the shell where a sandbox confines it, sub-agents, timers)."""
-    from swarmdeck.tools.base import READ_ONLY_MODES
-
-    chosen = mode or "explore"
-    if no_sandbox and chosen in READ_ONLY_MODES:
-        raise UsageError(
-            f"--no-sandbox does not apply to {chosen} mode",
-            "read-only runs use the shell only inside a sandbox; pass --mode code",
-        )
-    return chosen
-
-
-def _short_request(
-    task: str | None,
+def _short_form(
+    task_text: str | None,
     model: str | None,
     agent: str | None,
-    plugins: list[Path] | None,
-    workdir: Path,
-    mode: str,
-) -> Any:
-    """The session a short-form run starts: a plain agent, or a named one."""
-    from swarmdeck.runtime.host import SessionRequest
-
-    if agent is None:
-        assert task is not None
-        return SessionRequest(task, model or "openai", workdir, mode=mode)
-    from swarmdeck.cli.agents import plugin_set
-    from swarmdeck.errors import NotFoundError
-    from swarmdeck.runtime.agents import named_request
-
-    found = plugin_set(workdir, plugins)
-    definition = found.agent(agent)
-    if definition is None:
-        raise NotFoundError(f"no agent named {agent}", "list them with `swarmdeck agents ls`")
-    folders = [str(p.resolve()) for p in plugins or []]
-    chosen = model or definition.model or "openai"
-    request = named_request(
-        definition, found, task=task, model=chosen, workdir=workdir, plugins=folders
-    )
-    if definition.cron is not None:
-        raise UsageError(
-            f"agent {agent} runs on a cron and never ends, and `run` waits for the end",
-            "start it from the SDK, or make it a system agent",
-        )
-    request.mode = mode
-    return request
-
-
-def _run_short(
-    request: Any,
-    read_only_default: bool,
+    plugin: list[Path] | None,
+    workdir: Path | None,
+    mode: str | None,
     limits: ShortLimits,
     timeout: float | None,
     quiet: bool,
     no_sandbox: bool,
-    placement: str,
+    flags: tuple[bool, bool, bool],
 ) -> None:
-    """A plain agent session: the final answer on stdout; exit 124 past the timeout.
-    `placement`: "fleet" (handed to a worker when one serves the store, else here), "here",
-    or "detach" (hand it over, print its id). A worker honours all of the run's options:
-    they travel in the session's options (limits, --no-sandbox, the named agent's plugin
-    folders, which it reads where the workdir is)."""
-    from swarmdeck.dispatch.drivers import fleet_sandbox, stop_session
-    from swarmdeck.dispatch.plan import budget_of, limit_options
-    from swarmdeck.dispatch.settings import load_dispatch_settings
-    from swarmdeck.dispatch.verdict import EXIT_TIMEOUT
-    from swarmdeck.models.reach import check_reachable
-    from swarmdeck.runtime.host import Host
-    from swarmdeck.tools.base import READ_ONLY_MODES
-    from swarmdeck.tools.sandbox import sandbox_in_force, sandbox_warning
+    """Check the short form's options, then run it (see run_short)."""
+    from swarmdeck.cli.run_short import run_short, short_form_mode, short_request
 
-    host = Host()
-    config, model_name = host.services.provider_for(request.model)
-    budget = budget_of(config, model_name, limits.max_tokens, limits.max_cost)
-    max_turns = limits.max_turns or request.options.get("max_turns") or SHORT_FORM_MAX_TURNS
-    request.options.update(
-        max_turns=max_turns, no_sandbox=no_sandbox, **limit_options(budget, limits.max_children)
-    )
-    host.check_request(request)
-    wall = load_dispatch_settings(host.settings.home).timeout_s if timeout is None else timeout
-    workers = host.fleet_workers() if placement != "here" else []
-    fleet = placement == "detach" or bool(workers)
-    # A scripted model is served by the process that calls it: there is nothing to probe yet.
-    if placement != "detach" and config.script is None:
-        asyncio.run(check_reachable(config.base_url, config.key))
-    record = host.create_session(request, fleet=fleet)
-    if placement == "detach":
-        if not workers:
-            print(
-                "swarmdeck: no worker serves the store now; the session waits for one "
-                "(`swarmdeck worker`)",
-                file=sys.stderr,
-            )
-        print(record.id)
-        return
-    # Said once the run is sure to start (a refused run prints its one error line only).
-    if read_only_default:
-        print(
-            "swarmdeck: read-only run with explore's tools (pass --mode code to let the "
-            "agent change files)",
-            file=sys.stderr,
+    local, detach, contract_only = flags
+    if contract_only:
+        raise UsageError(
+            "the short form takes TASK, --model, --agent, --workdir, --timeout and the limits only",
+            "for the contract form pass --task or --task-file with --provider and --mode",
         )
-    # A worker's tools run in the sandbox it recorded; this process's in its own.
-    sandbox = (
-        fleet_sandbox(workers, no_sandbox)
-        if fleet
-        else sandbox_in_force(no_sandbox or host.settings.no_sandbox)
-    )
-    if sandbox is not None and not sandbox.available:
-        warning = sandbox_warning(
-            request.mode in READ_ONLY_MODES, sandbox.reason, sandbox.opted_out
-        )
-        print(f"swarmdeck: {warning}", file=sys.stderr)
-
-    async def go() -> dict[str, Any] | None:
-        try:
-            following = (
-                follow_to_end(host, record.id, quiet)
-                if fleet
-                else run_and_follow(host, record.id, quiet)
-            )
-            return await (asyncio.wait_for(following, wall) if wall > 0 else following)
-        except TimeoutError:
-            await stop_session(host, record.id, f"timeout: stopped by swarmdeck after {wall:g}s")
-            return None
-        finally:
-            await host.aclose()
-
-    outcome = asyncio.run(go())
-    final = host.catalog.get_session(record.id)
-    print(final.final_text or "", file=sys.stdout)
-    if outcome is None:
-        print(f"session {final.id}: {final.status} (timed out after {wall:g}s)", file=sys.stderr)
-        sys.exit(EXIT_TIMEOUT)
-    reason = outcome.get("reason")
-    capped = f" (stopped at the step cap: {max_turns} turns)" if reason == "step_cap" else ""
-    print(f"session {final.id}: {final.status}{capped}", file=sys.stderr)
-    sys.exit(exit_code_for(outcome.get("status", final.status), reason))
-
-
-async def follow_to_end(host: Any, session_id: str, quiet: bool = False) -> dict[str, Any]:
-    """Follow a session another process runs, from the catalog, until it ends."""
-    ended: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-
-    def on_end(ev: Any) -> None:
-        if ev.kind == "status" and ev.payload.get("reason") and not ended.done():
-            ended.set_result({"status": ev.payload["status"], "reason": ev.payload["reason"]})
-
-    return await _follow(host, session_id, ended, quiet, on_end)
+    if local and detach:
+        raise UsageError("--detach hands the run to the fleet; --local runs it here", "pick one")
+    if task_text is not None and not task_text.strip():
+        raise UsageError("the task is empty", 'say what the agent should do: run "TASK"')
+    where = workdir or Path(".")
+    session_mode = short_form_mode(mode, no_sandbox)
+    request = short_request(task_text, model, agent, plugin, where, session_mode)
+    placement = "here" if local else "detach" if detach else "fleet"
+    run_short(request, mode is None, limits, timeout, quiet, no_sandbox, placement)

@@ -26,6 +26,7 @@ from swarmdeck.views.text import age
 if TYPE_CHECKING:
     from swarmdeck.catalog.catalog import Catalog
     from swarmdeck.catalog.workers import WorkerRegistry
+    from swarmdeck.cli.following import Followed
 
 sessions_app = typer.Typer(help="List, inspect, follow and resume sessions.", no_args_is_help=True)
 app.add_typer(sessions_app, name="sessions")
@@ -234,32 +235,40 @@ def tail(
 def resume(
     session_id: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
 ) -> None:
-    """Resume a session whose process died, or that failed (on a provider error, say):
-    take over its work, or ask the model again, and run it to the end here."""
+    """Resume a session whose process died, that failed (on a provider error, say) or that
+    was stopped (Ctrl-C): take over its work, or ask the model again, and run it to the end
+    here."""
+    from swarmdeck.cli.following import (
+        EXIT_INTERRUPTED,
+        exit_code_for,
+        follow_or_stop,
+        run_and_follow,
+    )
     from swarmdeck.cli.hosting import session_host
-    from swarmdeck.cli.run import exit_code_for, run_and_follow
 
     host = session_host(serve_queue=True)
     sid = host.catalog.resolve_session_id(session_id)
-    failed = host.catalog.get_session(sid).status == "failed"
+    failed = host.catalog.get_session(sid).status in ("failed", "cancelled")
 
-    async def go() -> str:
+    async def go() -> Followed:
         try:
             # DBOS's sync calls refuse to run on a running loop.
             await asyncio.to_thread(host.launch().recover_dead_workers)
             if failed:
-                # A new generation: the turn that failed is asked again.
+                # A new generation: the turn that did not finish is asked again.
                 await host.retry_session(sid)
-            outcome = await run_and_follow(host, sid, start=not failed)
-            return outcome.get("status", "failed")
+            return await follow_or_stop(host, sid, run_and_follow(host, sid, start=not failed), 0)
         finally:
             await host.aclose()
 
-    status = asyncio.run(go())
+    followed = asyncio.run(go())
     final = host.catalog.get_session(sid)
     print(final.final_text or "")
+    if followed.stopped:
+        print(f"session {sid}: interrupted by {followed.by}, stopped again", file=sys.stderr)
+        raise typer.Exit(EXIT_INTERRUPTED)
     print(f"session {sid}: {final.status}", file=sys.stderr)
-    raise typer.Exit(exit_code_for(status))
+    raise typer.Exit(exit_code_for((followed.outcome or {}).get("status", "failed")))
 
 
 def require_text(text: str, what: str, usage: str) -> None:

@@ -9,6 +9,7 @@ this process only follows.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -131,7 +132,7 @@ class LocalDriver:
     async def close_on_loop(self) -> None:
         """Close what the run opened, on the loop it used: its MCP servers (one that missed
         its start-up timeout too) and the adapters' connection pools."""
-        await self.host.services.aclose()
+        await self.host.close_on_loop()
 
     def shutdown(self) -> None:
         """Stop the engine."""
@@ -266,18 +267,23 @@ async def stop_session(host: Any, session_id: str, why: str) -> None:
     With the engine running here, its workflows are cancelled here; else (the session runs
     on a fleet worker) the tree is cancelled in the catalog and its worker stops them."""
     import asyncio
-    import contextlib
     import logging
 
     # Cancelled steps make the engine log warnings; the caller says what happened.
     logging.getLogger("dbos").setLevel(logging.ERROR)
-    with contextlib.suppress(Exception):
+    try:
         if host.engine is not None and host.engine.launched:
             await asyncio.wait_for(host.cancel(session_id, why), CANCEL_WAIT_S)
         else:
             from swarmdeck.runtime.tree import cancel_in_catalog
 
             await asyncio.to_thread(cancel_in_catalog, host.catalog, session_id, why)
+    except Exception as exc:  # the run still ends and says how; the session may run on
+        print(
+            f"swarmdeck: warning: could not stop session {session_id} ({exc}); "
+            f"`swarmdeck sessions cancel {session_id}` stops it",
+            file=sys.stderr,
+        )
 
 
 def _warm_up() -> None:

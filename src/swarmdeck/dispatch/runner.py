@@ -3,7 +3,6 @@ watched run with wall-clock and idle timeouts and signal handling, then the verd
 
 from __future__ import annotations
 
-import signal
 import sys
 import time
 from collections.abc import Callable
@@ -21,8 +20,7 @@ from swarmdeck.workspace.rundir import RunDir
 
 if TYPE_CHECKING:
     # The fleet path hands its session over before it needs these (drivers.WARM_MODULES).
-    import asyncio
-
+    from swarmdeck.dispatch.interrupts import Interrupts
     from swarmdeck.dispatch.runlog import RunLog
     from swarmdeck.dispatch.verdict import Started, Verdict
 
@@ -92,9 +90,8 @@ class Runner:
         self.plan = plan
         self.on_started = on_started
         self.on_verdict = on_verdict
-        # Set by a signal while following (made by run: asyncio comes after the hand-over).
-        self.stop: asyncio.Event | None = None
-        self._signal: int | None = None
+        # The signals received while following (made on the run's loop, by _run).
+        self.interrupts: Interrupts | None = None
 
     def run(self) -> Verdict:
         """Run to a verdict (handed to on_verdict before the engine shuts down): on the
@@ -119,8 +116,6 @@ class Runner:
         import asyncio
 
         from swarmdeck.dispatch.runlog import RunLog
-
-        self.stop = asyncio.Event()
 
         log = RunLog(paths.log, paths.events, to_stderr=plan.opts.progress)
         sandbox = driver.sandbox(plan.opts.no_sandbox)
@@ -259,11 +254,16 @@ class Runner:
     async def _run(
         self, driver: Any, sid: str, cursor: int, paths: RunPaths, log: RunLog, started_at: float
     ) -> Verdict:
+        from swarmdeck.dispatch.interrupts import watched_signals
+
+        with watched_signals() as self.interrupts:
+            return await self._run_to_verdict(driver, sid, cursor, paths, log, started_at)
+
+    async def _run_to_verdict(
+        self, driver: Any, sid: str, cursor: int, paths: RunPaths, log: RunLog, started_at: float
+    ) -> Verdict:
         import asyncio
 
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, self._on_signal, sig)
         try:
             end = _End()
             seen: list[EventRecord] = []
@@ -290,16 +290,6 @@ class Runner:
             # After the verdict: the pools must close on this loop, before it ends, or
             # aiohttp reports them unclosed on stderr; the MCP servers stop with the run.
             await driver.close_on_loop()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(sig)
-
-    def _on_signal(self, sig: int) -> None:
-        assert self.stop is not None
-        if self.stop.is_set():
-            # A second signal: the user means it; leave at once.
-            raise KeyboardInterrupt
-        self._signal = sig
-        self.stop.set()
 
     async def _follow(
         self, driver: Any, sid: str, cursor: int, log: RunLog, seen: list[EventRecord]
@@ -308,8 +298,9 @@ class Runner:
         import asyncio
 
         plan = self.plan
-        assert self.stop is not None
-        stopped = asyncio.ensure_future(self.stop.wait())
+        interrupts = self.interrupts
+        assert interrupts is not None
+        stopped = asyncio.ensure_future(interrupts.stop.wait())
         start = last_event = last_beat = time.monotonic()
         ended = False
         try:
@@ -333,8 +324,8 @@ class Runner:
                         result = outcome.result() if outcome is not None else None
                         return _End(crash=f"the session stopped without finishing ({result})")
                     return _End()
-                if self.stop.is_set():
-                    return _End("interrupted", signal=self._signal)
+                if interrupts.stop.is_set():
+                    return _End("interrupted", signal=interrupts.signal)
                 if plan.timeout_s and now - start >= plan.timeout_s:
                     return _End("timeout")
                 if plan.idle_timeout_s and now - last_event >= plan.idle_timeout_s:

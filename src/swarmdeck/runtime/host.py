@@ -96,10 +96,16 @@ class Host:
         )
         return [w for w in workers.alive("worker") if w.executor_id != mine]
 
-    async def aclose(self) -> None:
-        """shutdown() from inside an event loop: this process's MCP servers and connection
-        pools are closed on the loop first (shutdown() alone cannot await them there)."""
+    async def close_on_loop(self) -> None:
+        """Stop the session workflows this process runs, then close its MCP servers and
+        connection pools on the loop they were opened on (shutdown() cannot await them)."""
+        if self.engine is not None and self.engine.launched:
+            await self.engine.stop_sessions_here()
         await self.services.aclose()
+
+    async def aclose(self) -> None:
+        """shutdown() from inside an event loop: close_on_loop() first."""
+        await self.close_on_loop()
         self.shutdown()
 
     def shutdown(self) -> None:
@@ -246,14 +252,14 @@ class Host:
         await self._run_again(session_id, text)
 
     async def retry_session(self, session_id: str) -> None:
-        """Run a failed session again (the endpoint is back, the store fixed): a new
-        generation, which asks the model again for the turn that failed. What was stored
-        stays, and no stored turn is asked for again."""
+        """Run a failed or stopped session again (the endpoint is back, the store fixed, the
+        Ctrl-C regretted): a new generation, which asks the model again for the turn that
+        did not finish. What was stored stays, and no stored turn is asked for again."""
         record = self.catalog.get_session(session_id)
-        if record.status != "failed":
+        if record.status not in ("failed", "cancelled"):
             raise UsageError(
-                f"session {session_id} has not failed (it is {record.status})",
-                "only a failed session is run again; `swarmdeck sessions show ID` shows it",
+                f"session {session_id} has not failed or been stopped (it is {record.status})",
+                "only such a session is run again; `swarmdeck sessions show ID` shows it",
             )
         await self._run_again(session_id, None)
 

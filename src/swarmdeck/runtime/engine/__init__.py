@@ -64,9 +64,14 @@ from swarmdeck.runtime.engine.workflow import (
     run_in_thread,
     session_workflow,
     set_runner,
+    stop_all_here,
+    stop_here,
 )
 from swarmdeck.runtime.services import Services, set_services
 from swarmdeck.runtime.workflow_ids import workflow_id
+
+# How long a cancel made here waits for the cancelled sessions' turns to stop.
+STOP_WAIT_SECONDS = 5.0
 
 log = logging.getLogger(__name__)
 
@@ -384,10 +389,18 @@ class Engine:
 
     async def cancel(self, session_ids: list[str]) -> None:
         """Stop these sessions' workflows (their catalog status is set by the caller)."""
+        cancelled = []
         for sid in session_ids:
             wf = await self.current_workflow(sid)
             if await self.workflow_status(wf) in ("PENDING", "ENQUEUED"):
                 await DBOS.cancel_workflow_async(wf)
+                cancelled.append(wf)
+        await stop_here(cancelled, STOP_WAIT_SECONDS)
+
+    async def stop_sessions_here(self) -> None:
+        """Stop the session workflows this process runs before it closes what they use:
+        they stay PENDING, resumable or taken over as after a crash."""
+        await stop_all_here(STOP_WAIT_SECONDS)
 
     # -- history: what the maintenance tools prune (EngineOps) ----------------------------
 

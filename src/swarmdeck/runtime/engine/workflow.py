@@ -169,12 +169,44 @@ def set_runner(runner: SessionRunner) -> None:
     _runner = runner
 
 
+# The tasks of the session workflows running in this process, by workflow id. A DBOS cancel
+# takes effect at the workflow's next DBOS call, but a model turn or a tool call is not one:
+# it ran on after a Ctrl-C, streaming into a runtime already shut down, and could finish the
+# session after it was given up. A cancel made here stops the task itself (see stop_here).
+_running_here: dict[str, asyncio.Task[Any]] = {}
+
+
 @DBOS.workflow(name=SESSION_WORKFLOW)
 async def session_workflow(session_id: str, generation: int) -> dict[str, Any]:
     """One generation of a session, durably."""
     if _runner is None:
         raise RuntimeError("no session runner: the engine was launched without one")
-    return await _runner(session_id, generation, _DBOSDurable())
+    wf = workflow_id(session_id, generation)
+    task = asyncio.current_task()
+    if task is not None:
+        _running_here[wf] = task
+    try:
+        return await _runner(session_id, generation, _DBOSDurable())
+    finally:
+        if _running_here.get(wf) is task:
+            del _running_here[wf]
+
+
+async def stop_here(workflow_ids: list[str], timeout_s: float) -> None:
+    """Stop the tasks of these (cancelled) workflows that run in this process, and wait up
+    to `timeout_s` for them to end. What they left unfinished is what a SIGKILL leaves: the
+    journal says which step was under way, and a resume takes it from there."""
+    tasks = [t for wf in workflow_ids if (t := _running_here.get(wf)) is not None]
+    tasks = [t for t in tasks if not t.done() and t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks, timeout=timeout_s)
+
+
+async def stop_all_here(timeout_s: float) -> None:
+    """stop_here for every session workflow this process runs (the process is leaving)."""
+    await stop_here(list(_running_here), timeout_s)
 
 
 def pending_workflows(sys_db: Any, executors: list[str]) -> list[sa.ColumnElement[bool]]:
