@@ -49,3 +49,24 @@ def test_keyless_providers_are_ready_only_when_they_answer(sd_home: Path, fake_l
     assert "up" in ready_line.split(":", 1)[1].replace(",", " ").split()
     assert "gone" not in ready_line and "mute" not in ready_line
     assert "provider gone not answering: connection refused" in text.stdout
+
+
+def test_status_never_breaks_a_hint_at_80_columns(sd_home: Path) -> None:
+    """Each hint is whole on one line, and no line is wider than the terminal (issue 30,
+    item 18: `status` wrapped "(swarmdeck key / set NAME)" mid-phrase)."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    write_provider(sd_home, "a-local-box", f"http://127.0.0.1:{port}/v1")
+    res = run_cli(sd_home, "status", COLUMNS="80")
+    assert res.code == 0, res.stderr
+    lines = res.stdout.splitlines()
+    # Paths are printed whole (this test's home is long), everything else fits.
+    assert max(len(line) for line in lines if str(sd_home) not in line) <= 80, res.stdout
+    assert any(f"{sd_home}/swarmdeck.sqlite" in line for line in lines), res.stdout
+    hints = [
+        "swarmdeck key set NAME",
+        "start its server, or fix base_url: swarmdeck provider show a-local-box",
+    ]
+    for hint in hints:
+        assert any(hint in line for line in lines), res.stdout

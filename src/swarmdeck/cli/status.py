@@ -86,20 +86,30 @@ def collect_status() -> dict[str, Any]:
     }
 
 
-def _sandbox_line(sb: dict[str, Any]) -> str:
-    """What confines shell tools here, and what that means for the modes."""
+def _sandbox_line(sb: dict[str, Any]) -> tuple[str, str | None]:
+    """What confines shell tools here, what that means for the modes, and the hint (how to
+    get a sandbox) when there is none."""
     from swarmdeck.tools.sandbox import INSTALL_HINT, OPT_OUT_KEEPS, OPT_OUT_LIFTS
 
     if sb["kind"] == "bwrap":
-        return f"[green]bwrap[/] (bubblewrap {sb['version'] or ''})"
+        return f"bwrap (bubblewrap {sb['version'] or ''})", None
     if sb["kind"] == "landlock":
-        return f"[green]landlock[/] (ABI {sb['version']}; bubblewrap confines more)"
+        return f"landlock (ABI {sb['version']}; bubblewrap confines more)", None
     effect = (
         f"read-only modes have no shell; you opted out: {OPT_OUT_LIFTS}; {OPT_OUT_KEEPS}"
         if sb["opted_out"]
         else "read-only modes have no shell; write modes refuse it unless --no-sandbox"
     )
-    return f"[yellow]none[/]: {sb['reason']}; {effect}; {INSTALL_HINT}"
+    return f"none: {sb['reason']}; {effect}", INSTALL_HINT
+
+
+def _print_hinted(console: Console, text: str, hint: str | None) -> None:
+    """A line with its hint, never broken mid-phrase at the terminal's width."""
+    from swarmdeck.views.text import hinted
+
+    lines = hinted(text, hint, console.width) if hint else [text]
+    for line in lines:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -112,20 +122,24 @@ def status(
         print(json.dumps(doc))
         return
     console = Console()
-    console.print(f"[bold]swarmdeck {doc['version']}[/]  home {doc['home']}")
-    console.print(f"store   {doc['store']['kind']} ({doc['store']['where']})")
-    console.print(f"sandbox {_sandbox_line(doc['sandbox'])}", highlight=False)
+    # A path is never broken in two: the terminal wraps a long one whole.
+    console.print(f"[bold]swarmdeck {doc['version']}[/]  home {doc['home']}", soft_wrap=True)
+    console.print(f"store   {doc['store']['kind']} ({doc['store']['where']})", soft_wrap=True)
+    sandbox, install = _sandbox_line(doc["sandbox"])
+    _print_hinted(console, f"sandbox {sandbox}", install)
     ready = [p["key"] for p in doc["providers"] if p["ready"]]
     missing = [p["key"] for p in doc["providers"] if p["needs_key"] and not p["ready"]]
     silent = [p for p in doc["providers"] if not p["needs_key"] and not p["ready"]]
     console.print(f"providers ready: {', '.join(ready) or 'none'}")
     if missing:
-        console.print(f"providers without a key: {', '.join(missing)}  (swarmdeck key set NAME)")
+        _print_hinted(
+            console, f"providers without a key: {', '.join(missing)}", "swarmdeck key set NAME"
+        )
     for p in silent:
-        console.print(
-            f"provider {p['key']} not answering: {p['not_answering']}  "
-            f"(start its server, or fix base_url: swarmdeck provider show {p['key']})",
-            markup=False,
+        _print_hinted(
+            console,
+            f"provider {p['key']} not answering: {p['not_answering']}",
+            f"start its server, or fix base_url: swarmdeck provider show {p['key']}",
         )
     console.print(f"workers alive: {len(doc['workers'])}")
     from swarmdeck.cli.workers import print_fleet

@@ -16,3 +16,18 @@ def age(seconds: float) -> str:
         if seconds >= size:
             return f"{seconds // size:.0f}{unit}"
     return f"{seconds:.0f}s"
+
+
+def hinted(text: str, hint: str, width: int) -> list[str]:
+    """A line and its hint (what to do about it), for a screen `width` wide: on one line
+    when both fit, else the hint on a line of its own, indented. A hint is never broken: it
+    is often a command to copy (the text itself wraps between words)."""
+    together = f"{text}  ({hint})"
+    if len(together) <= width:
+        return [together]
+    import textwrap
+
+    lines = textwrap.wrap(
+        text, width=max(width, 20), break_long_words=False, break_on_hyphens=False
+    )
+    return [*lines, f"    → {hint}"]
