@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,26 +35,16 @@ class RunPaths:
 
     run_id: str
     dir: Path
+    log: Path = field(init=False)  # human-readable progress and warnings
+    events: Path = field(init=False)  # one JSON object per transcript event
+    final_text: Path = field(init=False)  # the model's last text
+    verdict: Path = field(init=False)  # the verdict, 0600
 
-    @property
-    def log(self) -> Path:
-        """Human-readable progress and warnings."""
-        return self.dir / "run.log"
-
-    @property
-    def events(self) -> Path:
-        """One JSON object per transcript event."""
-        return self.dir / "events.jsonl"
-
-    @property
-    def final_text(self) -> Path:
-        """The model's last text."""
-        return self.dir / "final.txt"
-
-    @property
-    def verdict(self) -> Path:
-        """The verdict, 0600."""
-        return self.dir / "verdict.json"
+    def __post_init__(self) -> None:
+        self.log = self.dir / "run.log"
+        self.events = self.dir / "events.jsonl"
+        self.final_text = self.dir / "final.txt"
+        self.verdict = self.dir / "verdict.json"
 
 
 def _run_paths(settings: Settings, session_id: str, resume: bool) -> RunPaths:

@@ -3,8 +3,10 @@ writes), its outcome classified once, a skipped or reassigned member recorded.""
 
 from __future__ import annotations
 
+import functools
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,9 @@ from swarmdeck.swarm.prompts import member_prompt, member_task
 from swarmdeck.swarm.routing import route
 from swarmdeck.swarm.spec import SwarmSpec
 from swarmdeck.workspace.rundir import RunDir
+
+# A member step: (coordinator id, member, attempt, ...) -> its journal entry.
+MemberStep = Callable[..., dict[str, Any]]
 
 
 def member_session_id(coordinator_id: str, index: int, role: str, attempt: int) -> str:
@@ -68,6 +73,27 @@ def _member_tools(member: dict[str, Any], agent_tool_names: list[str] | None) ->
     return [*tools, SUBMIT_RESULT, *(t for t in SWARM_TOOLS if t not in tools)]
 
 
+def _once_per(phase: str) -> Callable[[MemberStep], MemberStep]:
+    """Make a member's step decide once per attempt: its entry `swarm:PHASE:I:A` in the
+    coordinator's journal is stored the first time, and a rerun after a crash returns it."""
+
+    def once(step: MemberStep) -> MemberStep:
+        @functools.wraps(step)
+        def decided(
+            coordinator_id: str, member: dict[str, Any], attempt: int, *args: Any
+        ) -> dict[str, Any]:
+            key = f"swarm:{phase}:{member['index']}:{attempt}"
+            stored = stored_in(services().catalog, coordinator_id, key)
+            if stored is not None:
+                return stored
+            return append_entry(coordinator_id, key, step(coordinator_id, member, attempt, *args))
+
+        return decided  # type: ignore[return-value]
+
+    return once
+
+
+@_once_per("spawn")
 def spawn_member(
     coordinator_id: str,
     member: dict[str, Any],
@@ -80,10 +106,6 @@ def spawn_member(
     tools and workdir; returns the `swarm:spawn` entry ({session_id, workdir, worktree...})."""
     svc = services()
     catalog = svc.catalog
-    key = f"swarm:spawn:{member['index']}:{attempt}"
-    stored = stored_in(catalog, coordinator_id, key)
-    if stored is not None:
-        return stored
     coordinator = svc.session_identity(coordinator_id)
     spec = swarm_spec(coordinator)
     session_id = member_session_id(coordinator_id, member["index"], member["role"], attempt)
@@ -102,15 +124,12 @@ def spawn_member(
         # No worktree could be made (the repository changed since the swarm started): this
         # attempt failed to start, and the recovery policy decides as for any failure.
         failed = _spawn_entry(member, attempt, None, None, None)
-        return append_entry(
-            coordinator_id, key, {**failed, "error": f"it could not start: {exc.message}"}
-        )
+        return {**failed, "error": f"it could not start: {exc.message}"}
     # What members broadcast before this one existed: it hears it too (after its creation,
     # so a broadcast that listed the members before it is still in its head's inbox).
     for post in broadcasts_of(coordinator_id):
         catalog.post(session_id, post.msg_id, post.kind, post.payload)
-    entry = _spawn_entry(member, attempt, session_id, workdir, worktree)
-    return append_entry(coordinator_id, key, entry)
+    return _spawn_entry(member, attempt, session_id, workdir, worktree)
 
 
 def _spawn_entry(
@@ -202,6 +221,7 @@ def _reason(verdict: Any, record: SessionRecord, why: str | None) -> str | None:
     return "; ".join(parts) or verdict.reason
 
 
+@_once_per("end")
 def member_outcome(
     coordinator_id: str,
     member: dict[str, Any],
@@ -214,10 +234,6 @@ def member_outcome(
     validated result); stored as `swarm:end:I:A`."""
     svc = services()
     catalog = svc.catalog
-    key = f"swarm:end:{member['index']}:{attempt}"
-    stored = stored_in(catalog, coordinator_id, key)
-    if stored is not None:
-        return stored
     record = catalog.get_session(session_id)
     config, _ = svc.provider_for(record.model)
     facts = RunFacts(
@@ -235,7 +251,7 @@ def member_outcome(
         workdir=record.workdir,
     )
     verdict = build_verdict(facts)
-    outcome = {
+    return {
         "phase": "end",
         "index": member["index"],
         "role": member["role"],
@@ -251,7 +267,6 @@ def member_outcome(
         "workdir": record.workdir,
         "ended_at": time.time(),
     }
-    return append_entry(coordinator_id, key, outcome)
 
 
 def skip_member(

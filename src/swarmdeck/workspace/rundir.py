@@ -29,16 +29,6 @@ class RunDir:
         """TMPDIR of the run's tool processes."""
         return self.path / "tmp"
 
-    @property
-    def log_path(self) -> Path:
-        """The human-readable log of the run."""
-        return self.path / "run.log"
-
-    @property
-    def events_path(self) -> Path:
-        """The run's events, one JSON object per line."""
-        return self.path / "events.jsonl"
-
     @classmethod
     def create(cls, runs_dir: Path, run_id: str) -> RunDir:
         """Create (or reopen) the directory of `run_id`, its home and tmp, all 0700."""
