@@ -51,6 +51,16 @@ def home_dir() -> Path:
     return Path(raw).expanduser() if raw else Path.home() / ".swarmdeck"
 
 
+class UnderHome:
+    """A directory of the swarmdeck home, named once: `settings.runs_dir` and the like."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, settings: Settings, owner: type | None = None) -> Path:
+        return settings.home / self.name
+
+
 @dataclass(frozen=True)
 class Settings:
     """Where things live and the defaults a session starts with."""
@@ -89,35 +99,23 @@ class Settings:
         """True for the embedded single-file store."""
         return self.store_url.startswith("sqlite")
 
-    @property
-    def providers_dir(self) -> Path:
-        """User provider files that override the packaged ones."""
-        return self.home / "providers"
+    # User provider files that override the packaged ones.
+    providers_dir = UnderHome("providers")
 
-    @property
-    def credentials_dir(self) -> Path:
-        """0700 directory of 0600 key files."""
-        return self.home / "credentials"
+    # 0700 directory of 0600 key files.
+    credentials_dir = UnderHome("credentials")
 
-    @property
-    def runs_dir(self) -> Path:
-        """Per-run directories: logs, verdicts, the run's own HOME and tmp."""
-        return self.home / "runs"
+    # Per-run directories: logs, verdicts, the run's own HOME and tmp.
+    runs_dir = UnderHome("runs")
 
-    @property
-    def artifacts_dir(self) -> Path:
-        """Artifact files; the catalog keeps their metadata."""
-        return self.home / "artifacts"
+    # Artifact files; the catalog keeps their metadata.
+    artifacts_dir = UnderHome("artifacts")
 
-    @property
-    def worktrees_dir(self) -> Path:
-        """Git worktrees that code runs made."""
-        return self.home / "worktrees"
+    # Git worktrees that code runs made.
+    worktrees_dir = UnderHome("worktrees")
 
-    @property
-    def system_dir(self) -> Path:
-        """The workdir of the system agents."""
-        return self.home / "system"
+    # The workdir of the system agents.
+    system_dir = UnderHome("system")
 
 
 def ensure_home(home: Path) -> Path:

@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from swarmdeck.cli.agents import JsonOpt, PluginOpt
 from swarmdeck.cli.app import app
 from swarmdeck.cli.dispatch import HumanCommand
 
@@ -59,10 +60,8 @@ def _declared(workdir: Path, plugin: list[Path] | None):
 @mcp_app.command("ls", cls=HumanCommand)
 def ls(
     workdir: WorkdirOpt = Path("."),
-    plugin: Annotated[
-        list[Path] | None, typer.Option("--plugin", help="Plugin folders, as for `run`.")
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON array on stdout.")] = False,
+    plugin: PluginOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """The MCP servers declared for a workdir: transport, effect, default, where declared."""
     declared = _declared(workdir, plugin)
@@ -103,10 +102,8 @@ def ls(
 def show(
     name: Annotated[str, typer.Argument(help="The server's name in .mcp.json.")],
     workdir: WorkdirOpt = Path("."),
-    plugin: Annotated[
-        list[Path] | None, typer.Option("--plugin", help="Plugin folders, as for `run`.")
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+    plugin: PluginOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Start a server and list its tools as sessions see them: name, effect, modes."""
     from swarmdeck.config import load_settings

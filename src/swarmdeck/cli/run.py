@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from swarmdeck.cli.run_short import ShortLimits
 
 
+# The contract form takes the options `dispatch` takes, listed alike on purpose: typer reads
+# each command's options from its own signature.
 @app.command(cls=HumanCommand)
 def run(
     task_text: Annotated[

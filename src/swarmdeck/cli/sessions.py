@@ -7,7 +7,8 @@ import datetime as dt
 import json
 import sys
 import time
-from typing import TYPE_CHECKING, Annotated
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from swarmdeck.catalog.catalog import Catalog
     from swarmdeck.catalog.workers import WorkerRegistry
     from swarmdeck.cli.following import Followed
+
+SessionIdArg = Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")]
 
 sessions_app = typer.Typer(help="List, inspect, follow and resume sessions.", no_args_is_help=True)
 app.add_typer(sessions_app, name="sessions")
@@ -166,7 +169,7 @@ def _columns_that_fit(cells: dict[str, list[str]], width: int) -> list[str]:
 
 @sessions_app.command("show")
 def show(
-    session_id: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
+    session_id: SessionIdArg,
     as_json: Annotated[
         bool, typer.Option("--json", help="The record and transcript as JSON.")
     ] = False,
@@ -207,7 +210,7 @@ def show(
 
 @sessions_app.command("tail")
 def tail(
-    session_id: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
+    session_id: SessionIdArg,
     follow: Annotated[
         bool, typer.Option("--follow/--no-follow", "-f", help="Keep following.")
     ] = True,
@@ -233,7 +236,7 @@ def tail(
 
 @sessions_app.command("resume")
 def resume(
-    session_id: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
+    session_id: SessionIdArg,
 ) -> None:
     """Resume a session whose process died, that failed (on a provider error, say) or that
     was stopped (Ctrl-C): take over its work, or ask the model again, and run it to the end
@@ -279,7 +282,7 @@ def require_text(text: str, what: str, usage: str) -> None:
 
 @sessions_app.command("send")
 def send(
-    session_id: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
+    session_id: SessionIdArg,
     text: Annotated[str, typer.Argument(help="The message.")],
     msg_id: Annotated[
         str | None,
@@ -302,7 +305,7 @@ def send(
 
 @sessions_app.command("answer")
 def answer(
-    session_id: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
+    session_id: SessionIdArg,
     text: Annotated[str, typer.Argument(help="The answer to its question.")],
     msg_id: Annotated[str | None, typer.Option("--id", help="Answer id, for safe retries.")] = None,
 ) -> None:
@@ -318,28 +321,28 @@ def answer(
 
 @sessions_app.command("cancel")
 def cancel(
-    session_id: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
+    session_id: SessionIdArg,
 ) -> None:
     """Cancel a session and every sub-agent below it."""
-    from swarmdeck.runtime.host import Host
-
     # No engine here: the catalog records the cancel and DBOS's client stops the
     # workflows wherever they run (a process start, not an engine's, ~6 s under load).
-    host = Host()
-    cancelled = host.cancel_offline(host.catalog.resolve_session_id(session_id))
-    print(json.dumps({"cancelled": cancelled}))
+    _on_tree(session_id, "cancelled", lambda host, sid: host.cancel_offline(sid))
 
 
 @sessions_app.command("rm")
 def rm(
-    session_id: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
+    session_id: SessionIdArg,
 ) -> None:
     """Remove a finished session with all its sub-agents and transcripts."""
+    _on_tree(session_id, "removed", lambda host, sid: host.remove(sid))
+
+
+def _on_tree(session_id: str, done: str, act: Callable[[Any, str], list[str]]) -> None:
+    """Act on a session's tree; print the ids it touched as {done: [...]}."""
     from swarmdeck.runtime.host import Host
 
     host = Host()
-    removed = host.remove(host.catalog.resolve_session_id(session_id))
-    print(json.dumps({"removed": removed}))
+    print(json.dumps({done: act(host, host.catalog.resolve_session_id(session_id))}))
 
 
 @sessions_app.command("tree")

@@ -52,9 +52,11 @@ def run_dirs(runs_dir: Path) -> list[tuple[float, Path]]:
 
 def _candidates(
     runs_dir: Path, older_than_days: float, keep: int, live: set[str]
-) -> tuple[list[Path], list[str]]:
+) -> tuple[list[Path], CleanupReport]:
+    """The run directories to clean, and the report that names the live ones kept."""
     cutoff = time.time() - older_than_days * DAY_S
-    chosen, kept_live = [], []
+    chosen: list[Path] = []
+    kept_live: list[str] = []
     for rank, (mtime, path) in enumerate(run_dirs(runs_dir)):
         if rank < keep or mtime >= cutoff:
             continue
@@ -62,15 +64,14 @@ def _candidates(
             kept_live.append(path.name)
             continue
         chosen.append(path)
-    return chosen, kept_live
+    return chosen, CleanupReport(kept_live=kept_live)
 
 
 def clean_runs(
     runs_dir: Path, older_than_days: float, keep: int, live: set[str], dry_run: bool = False
 ) -> CleanupReport:
     """Remove whole run directories older than N days, keeping the newest `keep`."""
-    chosen, kept_live = _candidates(runs_dir, older_than_days, keep, live)
-    report = CleanupReport(kept_live=kept_live)
+    chosen, report = _candidates(runs_dir, older_than_days, keep, live)
     for path in chosen:
         report.bytes_freed += _size(path)
         report.removed.append(str(path))
@@ -83,8 +84,7 @@ def clean_logs(
     runs_dir: Path, older_than_days: float, keep: int, live: set[str], dry_run: bool = False
 ) -> CleanupReport:
     """Remove the log files of runs older than N days; their verdicts and final texts stay."""
-    chosen, kept_live = _candidates(runs_dir, older_than_days, keep, live)
-    report = CleanupReport(kept_live=kept_live)
+    chosen, report = _candidates(runs_dir, older_than_days, keep, live)
     for run in chosen:
         for path in sorted(run.rglob("*")):
             if not path.is_file() or path.is_symlink():

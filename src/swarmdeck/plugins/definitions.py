@@ -31,8 +31,8 @@ class Problem:
 
 
 @dataclass(frozen=True)
-class AgentDef:
-    """A named agent: its front matter and its prompt (the body)."""
+class Definition:
+    """What every agent and skill file has: read from the same front matter and body."""
 
     name: str
     description: str
@@ -40,6 +40,12 @@ class AgentDef:
     path: Path
     plugin: str
     tier: str
+
+
+@dataclass(frozen=True)
+class AgentDef(Definition):
+    """A named agent: its front matter and its prompt (the body)."""
+
     title: str | None = None
     system: bool = False
     id: str | None = None
@@ -59,17 +65,10 @@ class AgentDef:
         return self.id or self.name
 
 
-# Shares its first fields with AgentDef on purpose: both are read from the same front matter.
 @dataclass(frozen=True)
-class SkillDef:
+class SkillDef(Definition):
     """A skill: a body the model loads on demand, and the tools it brings."""
 
-    name: str
-    description: str
-    body: str
-    path: Path
-    plugin: str
-    tier: str
     tools: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 

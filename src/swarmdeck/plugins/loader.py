@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,6 +28,7 @@ SYSTEM_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,59}$")
 MARKERS = ("plugin.json", "agents", "skills", ".mcp.json")
 
 Model = TypeVar("Model", bound=BaseModel)
+Named = TypeVar("Named", AgentDef, SkillDef)
 
 
 def is_plugin_dir(path: Path) -> bool:
@@ -157,27 +159,51 @@ def _yaml(front: str, path: Path, problems: list[Problem]) -> Any:
 
 
 def _agents(folder: Path, plugin: Plugin, problems: list[Problem]) -> list[AgentDef]:
+    read = _each(
+        folder,
+        lambda path: path.name.endswith(AGENT_SUFFIX),
+        lambda path: _agent(path, plugin, problems),
+        f"ignored: agent files end in {AGENT_SUFFIX}",
+        problems,
+    )
+    return _first_of_each_name(read, problems, "agent")
+
+
+def _each(
+    folder: Path,
+    wanted: Callable[[Path], bool],
+    read_one: Callable[[Path], Named | None],
+    ignored: str,
+    problems: list[Problem],
+) -> Iterator[Named | None]:
+    """Read each wanted entry of `folder`; say so of each other (hidden ones aside)."""
     if not folder.is_dir():
-        return []
-    agents: list[AgentDef] = []
+        return
     for path in sorted(folder.iterdir()):
-        if not path.name.endswith(AGENT_SUFFIX):
-            if not path.name.startswith("."):
-                problems.append(
-                    Problem(path, None, f"ignored: agent files end in {AGENT_SUFFIX}", "warning")
-                )
+        if wanted(path):
+            yield read_one(path)
+        elif not path.name.startswith("."):
+            problems.append(Problem(path, None, ignored, "warning"))
+
+
+def _first_of_each_name(
+    found: Iterable[Named | None], problems: list[Problem], what: str
+) -> list[Named]:
+    """The definitions read, each name once: a second one of a name is a problem."""
+    kept: list[Named] = []
+    for item in found:
+        if item is None:
             continue
-        agent = _agent(path, plugin, problems)
-        if agent is None:
-            continue
-        clash = next((a for a in agents if a.name == agent.name), None)
+        clash = next((k for k in kept if k.name == item.name), None)
         if clash is not None:
             problems.append(
-                Problem(path, "name", f"agent {agent.name!r} is defined twice (also {clash.path})")
+                Problem(
+                    item.path, "name", f"{what} {item.name!r} is defined twice (also {clash.path})"
+                )
             )
             continue
-        agents.append(agent)
-    return agents
+        kept.append(item)
+    return kept
 
 
 def _agent(path: Path, plugin: Plugin, problems: list[Problem]) -> AgentDef | None:
@@ -223,26 +249,14 @@ def _agent(path: Path, plugin: Plugin, problems: list[Problem]) -> AgentDef | No
 
 
 def _skills(folder: Path, plugin: Plugin, problems: list[Problem]) -> list[SkillDef]:
-    if not folder.is_dir():
-        return []
-    skills: list[SkillDef] = []
-    for sub in sorted(folder.iterdir()):
-        if sub.name.startswith("."):
-            continue
-        if not sub.is_dir():
-            problems.append(
-                Problem(sub, None, "ignored: a skill is a folder with a SKILL.md", "warning")
-            )
-            continue
-        skill = _skill(sub, plugin, problems)
-        if skill is None:
-            continue
-        clash = next((s for s in skills if s.name == skill.name), None)
-        if clash is not None:
-            problems.append(Problem(skill.path, "name", f"skill {skill.name!r} is defined twice"))
-            continue
-        skills.append(skill)
-    return skills
+    read = _each(
+        folder,
+        lambda path: path.is_dir() and not path.name.startswith("."),
+        lambda path: _skill(path, plugin, problems),
+        "ignored: a skill is a folder with a SKILL.md",
+        problems,
+    )
+    return _first_of_each_name(read, problems, "skill")
 
 
 def _skill(folder: Path, plugin: Plugin, problems: list[Problem]) -> SkillDef | None:

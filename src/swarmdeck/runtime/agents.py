@@ -40,6 +40,12 @@ class AgentSession:
     title: str | None
     options: dict[str, Any] = field(default_factory=dict)
 
+    def session_fields(self) -> dict[str, Any]:
+        """The fields a session takes from its agent as they are (its model, workdir and
+        options are the caller's to decide)."""
+        kept = ("task", "title", "system_message", "tool_names", "agent")
+        return {name: getattr(self, name) for name in kept}
+
 
 def agent_tools(agent: AgentDef) -> list[str] | None:
     """The tools a session of this agent is offered: its `tools:` (aliases resolved), the
@@ -120,13 +126,4 @@ def named_request(
     merged = {**(options or {}), **named.options}
     if named.options.get("one_shot") is False:
         merged["one_shot"] = False
-    return SessionRequest(
-        task=named.task,
-        model=model,
-        workdir=workdir,
-        title=named.title,
-        system_message=named.system_message,
-        tool_names=named.tool_names,
-        options=merged,
-        agent=named.agent,
-    )
+    return SessionRequest(model=model, workdir=workdir, options=merged, **named.session_fields())

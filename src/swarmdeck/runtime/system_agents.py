@@ -111,11 +111,7 @@ def create_system_session(host: Host, agent: AgentDef, row: SystemAgentRow) -> S
         mode="agent",
         workdir=str(settings.system_dir.resolve()),
         run_dir=str(run_dir.path),
-        task=named.task,
-        agent=named.agent,
-        title=named.title,
-        system_message=named.system_message,
-        tool_names=named.tool_names,
+        **named.session_fields(),
         options={
             **named.options,
             "system_agent": agent.agent_id,
