@@ -330,6 +330,8 @@ def _run_short(
         sys.exit(EXIT_TIMEOUT)
     reason = outcome.get("reason")
     capped = f" (stopped at the step cap: {max_turns} turns)" if reason == "step_cap" else ""
+    if reason == "budget":
+        capped = " (budget_exhausted: the answer above is what it had, partial)"
     print(f"session {final.id}: {final.status}{capped}", file=sys.stderr)
     sys.exit(exit_code_for(outcome.get("status", final.status), reason))
 

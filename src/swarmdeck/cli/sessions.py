@@ -42,6 +42,9 @@ STATUS_STYLE = {
     "input_required": "bold magenta",
 }
 IDS_NOTE = "ids are shortest unique prefixes: every command takes one (`--json` has the full ids)"
+# Beside the status of a session warned that a budget covering it is 80 % spent.
+BUDGET_MARK = "⚠"
+BUDGET_NOTE = f"{BUDGET_MARK}: 80 % of a budget covering the session was spent (it was warned)"
 
 
 def open_catalog() -> Catalog:
@@ -77,7 +80,10 @@ def _status_cell(row: SessionRow, now: float) -> str:
     left = row.seconds_left(now)
     shown = row.status + (f" {left:.0f}s" if left is not None else "")
     style = STATUS_STYLE.get(row.status, "")
-    return f"[{style}]{shown}[/]" if style else shown
+    cell = f"[{style}]{shown}[/]" if style else shown
+    if row.budget_warning and row.stored_status != "budget_exceeded":
+        cell += f" [bold yellow]{BUDGET_MARK}[/]"
+    return cell
 
 
 @sessions_app.command("ls")
@@ -140,6 +146,8 @@ def ls(
     console.print(table)
     # Printed on its own, the note wraps between words (as a caption it was cut mid-word).
     console.print(IDS_NOTE, soft_wrap=False)
+    if any(r.budget_warning and r.stored_status != "budget_exceeded" for r in rows):
+        console.print(BUDGET_NOTE, soft_wrap=False)
 
 
 # Dropped first when the terminal is narrow; id, status, age and title always stay.

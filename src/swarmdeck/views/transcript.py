@@ -7,7 +7,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from swarmdeck.catalog.records import RESUMED_KIND, EventRecord
+from swarmdeck.catalog.records import (
+    BUDGET_NOTE_KIND,
+    BUDGET_WARNING_KIND,
+    RESUMED_KIND,
+    EventRecord,
+)
 from swarmdeck.views.text import one_line
 
 HEAD_CHARS = 160
@@ -115,7 +120,14 @@ class Transcript:
             text = str(p.get("text") or p.get("reason", ""))
             new.append(Entry(ev.id, ev.ts, "notice", _head(text, 300)))
         elif ev.kind == "compaction":
-            new.append(Entry(ev.id, ev.ts, "compaction", compaction_line(p)))
+            # The summary the model reads from then on, folded under the line.
+            summary = str(p.get("text", ""))
+            new.append(Entry(ev.id, ev.ts, "compaction", compaction_line(p), summary))
+        elif ev.kind == BUDGET_WARNING_KIND:
+            new.append(Entry(ev.id, ev.ts, "budget", str(p.get("text", ""))))
+        elif ev.kind == BUDGET_NOTE_KIND:
+            text = str(p.get("text", ""))
+            new.append(Entry(ev.id, ev.ts, "note", _head(text), text))
         elif ev.kind == RESUMED_KIND:
             new.append(Entry(ev.id, ev.ts, RESUMED_KIND, resumed_line(p)))
         elif ev.kind == "status":
