@@ -227,6 +227,10 @@ def _short_request(
     found = plugin_set(workdir, plugins)
     definition = found.agent(agent)
     if definition is None:
+        # A file of that name that did not load says why, rather than "no agent".
+        for problem in found.problems:
+            if problem.level == "error" and problem.path.name == f"{agent}.agent.md":
+                raise UsageError(problem.line(), "fix it (`swarmdeck agents validate` checks)")
         raise NotFoundError(f"no agent named {agent}", "list them with `swarmdeck agents ls`")
     folders = [str(p.resolve()) for p in plugins or []]
     chosen = model or definition.model or "openai"

@@ -299,6 +299,24 @@ def send(
     print(json.dumps({"session_id": sid, "delivered": True, "duplicate": not fresh}))
 
 
+@sessions_app.command("compact")
+def compact(
+    session_id: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
+    msg_id: Annotated[
+        str | None,
+        typer.Option("--id", help="Request id; a retry with the same id is delivered once."),
+    ] = None,
+) -> None:
+    """Compact a session's context now: it summarizes its older turns at its next turn
+    boundary (at once when it rests), even below its threshold."""
+    from swarmdeck.runtime.host import Host
+
+    host = Host()
+    sid = host.catalog.resolve_session_id(session_id)
+    fresh = host.compact(sid, msg_id)
+    print(json.dumps({"session_id": sid, "requested": True, "duplicate": not fresh}))
+
+
 @sessions_app.command("answer")
 def answer(
     session_id: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
