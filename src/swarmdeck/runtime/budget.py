@@ -10,6 +10,7 @@ from swarmdeck.catalog.records import (
     BUDGET_WARNED_OPTION,
     BUDGET_WARNING_KIND,
     SessionRecord,
+    UsageTotals,
 )
 from swarmdeck.runtime.services import services
 
@@ -67,6 +68,16 @@ def budget_of(record: SessionRecord) -> dict[str, float]:
     return {k: float(v) for k, v in budget.items() if k in BUDGET_KEYS and v is not None}
 
 
+def spent_of(used: UsageTotals) -> dict[str, float]:
+    """What usage spends of each kind of budget."""
+    return {
+        # A token read from a prompt cache is still a token of the prompt.
+        "max_tokens": used.input + used.cache_read + used.cache_write + used.output,
+        "max_cost": used.cost_usd or 0.0,
+        "max_turns_total": used.turns,
+    }
+
+
 def spends(session_id: str) -> list[Spend]:
     """Every budget covering the session, with what its owner's subtree spent of it.
 
@@ -78,13 +89,7 @@ def spends(session_id: str) -> list[Spend]:
         budget = budget_of(record)
         if not budget:
             continue
-        used = catalog.usage_totals([record.id, *catalog.descendant_ids(record.id)])
-        spent = {
-            # A token read from a prompt cache is still a token of the prompt.
-            "max_tokens": used.input + used.cache_read + used.cache_write + used.output,
-            "max_cost": used.cost_usd or 0.0,
-            "max_turns_total": used.turns,
-        }
+        spent = spent_of(catalog.usage_totals([record.id, *catalog.descendant_ids(record.id)]))
         found.extend(Spend(record.id, key, spent[key], limit) for key, limit in budget.items())
     return found
 
