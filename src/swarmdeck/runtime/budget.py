@@ -113,28 +113,34 @@ def warn(session_id: str, spend: Spend) -> None:
     the run) and in this session's conversation (for its model). Idempotent by key: a rerun,
     and every later turn boundary, finds both written. A new limit (a resume's fresh
     allowance) warns again."""
-    catalog = services().catalog
+    svc = services()
+    catalog = svc.catalog
     tag = f"{spend.owner}:{spend.key}:{spend.limit:g}"
+    if svc.journal(session_id).get(f"{NOTE_KIND}:{tag}") is not None:
+        return  # warned already (the note is written last), as of the turn's refresh
     percent = int(spend.share * 100)
     line = f"{percent}% of {spend.whose(spend.owner)} {spend.key} budget spent: {spend.amount()}"
     record = {"owner": spend.owner, "key": spend.key, "spent": spend.spent}
     record |= {"limit": spend.limit, "percent": percent, "text": line}
-    if catalog.append_event(spend.owner, f"{WARNING_KIND}:{tag}", WARNING_KIND, record):
-        _mark(spend.owner, f"{spend.key} {percent}%")
+    catalog.append_event(spend.owner, f"{WARNING_KIND}:{tag}", WARNING_KIND, record)
+    _mark(spend.owner, spend.key, percent)
     note = (
         f"[budget] {percent}% of {spend.whose(session_id)} {spend.key} budget is spent "
         f"({spend.amount()}). The run stops when it is spent, at a turn boundary. Wrap up "
         "now: finish the essential part and give your result with what you have."
     )
     payload = {**record, "text": note}
-    noted = catalog.append_event(session_id, f"{NOTE_KIND}:{tag}", NOTE_KIND, payload)
-    if noted and session_id != spend.owner:
-        _mark(session_id, f"{spend.key} {percent}%")
+    if session_id != spend.owner:
+        _mark(session_id, spend.key, percent)
+    catalog.append_event(session_id, f"{NOTE_KIND}:{tag}", NOTE_KIND, payload)
 
 
-def _mark(session_id: str, what: str) -> None:
-    """Mark the session as warned (its row in `sessions ls` and the TUI shows it)."""
+def _mark(session_id: str, key: str, percent: int) -> None:
+    """Mark the session as warned (its row in `sessions ls` and the TUI shows it), once
+    per kind of budget: a rerun after a crash finds it marked."""
     catalog = services().catalog
     options = dict(catalog.get_session(session_id).options)
-    options[WARNED_OPTION] = what
+    if str(options.get(WARNED_OPTION) or "").startswith(f"{key} "):
+        return
+    options[WARNED_OPTION] = f"{key} {percent}%"
     catalog.update_session(session_id, options=options)
