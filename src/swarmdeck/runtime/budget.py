@@ -12,6 +12,7 @@ from swarmdeck.catalog.records import (
     SessionRecord,
     UsageTotals,
 )
+from swarmdeck.runtime.crashpoints import crash_point
 from swarmdeck.runtime.services import services
 
 BUDGET_KEYS = ("max_tokens", "max_cost", "max_turns_total")
@@ -130,6 +131,7 @@ def warn(session_id: str, spend: Spend) -> None:
         "now: finish the essential part and give your result with what you have."
     )
     payload = {**record, "text": note}
+    crash_point("budget.warned")
     if session_id != spend.owner:
         _mark(session_id, spend.key, percent)
     catalog.append_event(session_id, f"{NOTE_KIND}:{tag}", NOTE_KIND, payload)
