@@ -56,6 +56,9 @@ async def why_compact(
     held = guard(journal, turn, window)
     if held is None:
         return THRESHOLD
+    key = f"compact-guard:{held['key']}"
+    if journal.get(key) is not None:
+        return None  # said so already
     until = held["turn"] + GUARD_TURNS + 1
     text = (
         f"not compacting: the compaction before turn {held['turn']} freed only "
@@ -63,15 +66,15 @@ async def why_compact(
         f"is left cannot be shrunk much); the next waits until turn {until}"
     )
     payload = {"what": "guard", "text": text, "after": held["key"], "until": until}
-    await note(session_id, f"compact-guard:{held['key']}", payload)
+    await note(session_id, key, payload)
     return None
 
 
 async def note(session_id: str, key: str, payload: dict[str, Any]) -> None:
-    """A line about the session's context in its transcript (not a message to the model)."""
-    svc = services()
-    await asyncio.to_thread(svc.catalog.append_event, session_id, key, CONTEXT_NOTE_KIND, payload)
-    svc.journal(session_id).refresh(svc.catalog)
+    """A line about the session's context in its transcript (not a message to the model);
+    the journal takes it in at the next turn's refresh."""
+    catalog = services().catalog
+    await asyncio.to_thread(catalog.append_event, session_id, key, CONTEXT_NOTE_KIND, payload)
 
 
 async def nothing_to_compact(session_id: str, journal: Journal, turn: int) -> None:
