@@ -60,6 +60,14 @@ def fake(sd_home: Path) -> Any:
         yield server
 
 
+@pytest.fixture(params=["openai", "anthropic"])
+def either_wire(request: pytest.FixtureRequest, sd_home: Path, fake: FakeLLM) -> FakeLLM:
+    """The fake server behind the provider `fake`, on one wire format or the other."""
+    url = fake.anthropic_base_url if request.param == "anthropic" else fake.openai_base_url
+    write_provider(sd_home, "fake", url, kind=request.param)
+    return fake
+
+
 def _show(home: Path, sid: str) -> dict[str, Any]:
     res = run_cli(home, "sessions", "show", sid, "--json")
     assert res.code == 0, res.stderr
@@ -107,8 +115,9 @@ def test_a_tree_is_warned_once_at_80_and_stopped_at_100(
 
 
 def test_dispatch_warns_then_ends_budget_exhausted_with_the_partial_result(
-    sd_home: Path, workdir: Path, fake: FakeLLM
+    sd_home: Path, workdir: Path, either_wire: FakeLLM
 ) -> None:
+    fake = either_wire
     res = run_cli(sd_home, "dispatch", "--provider", "fake", "--mode", "explore",
                   "--workdir", str(workdir), "--task", "SPEND it", "--max-tokens", "2500",
                   timeout=120)  # fmt: skip
