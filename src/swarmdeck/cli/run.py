@@ -333,11 +333,17 @@ def _run_short(
         print(f"session {final.id}: {final.status} (timed out after {wall:g}s)", file=sys.stderr)
         sys.exit(EXIT_TIMEOUT)
     reason = outcome.get("reason")
-    capped = f" (stopped at the step cap: {max_turns} turns)" if reason == "step_cap" else ""
-    if reason == "budget":
-        capped = " (budget_exhausted: the answer above is what it had, partial)"
-    print(f"session {final.id}: {final.status}{capped}", file=sys.stderr)
+    print(f"session {final.id}: {final.status}{_stopped(reason, max_turns)}", file=sys.stderr)
     sys.exit(exit_code_for(outcome.get("status", final.status), reason))
+
+
+def _stopped(reason: str | None, max_turns: int) -> str:
+    """What the end of a short-form run adds when a limit stopped it."""
+    if reason == "step_cap":
+        return f" (stopped at the step cap: {max_turns} turns)"
+    if reason == "budget":
+        return " (budget_exhausted: the answer above is what it had, partial)"
+    return ""
 
 
 async def follow_to_end(host: Any, session_id: str, quiet: bool = False) -> dict[str, Any]:
