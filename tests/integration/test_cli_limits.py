@@ -86,7 +86,7 @@ def test_token_budget_ends_run_and_dispatch(sd_home: Path, workdir: Path, fake: 
     res = run_cli(sd_home, *base, "--task", "LOOP b", "--max-tokens", "1", timeout=120)
     assert res.code == 3, res.stderr
     v = verdict_of(res)
-    assert (v["verdict"], v["reason"], v["steps"]) == ("budget_exceeded", "budget", 1)
+    assert (v["verdict"], v["reason"], v["steps"]) == ("budget_exhausted", "budget", 1)
     assert v["tokens"]["input"] + v["tokens"]["output"] >= 1
 
 
@@ -95,12 +95,12 @@ def test_a_resume_gets_a_fresh_token_allowance(sd_home: Path, workdir: Path, fak
     first = run_cli(sd_home, *base, "--mode", "code", "--workdir", str(workdir),
                     "--task", "LOOP d", timeout=120)  # fmt: skip
     v = verdict_of(first)
-    assert (v["verdict"], v["steps"]) == ("budget_exceeded", 1), first.stderr
+    assert (v["verdict"], v["steps"]) == ("budget_exhausted", 1), first.stderr
     again = run_cli(sd_home, *base, "--mode", "resume", "--session", v["session_id"],
                     "--task", "go on", timeout=120)  # fmt: skip
     resumed = verdict_of(again)
     # The first run's tokens do not count against this run's allowance: one more turn.
-    assert (resumed["verdict"], resumed["steps"]) == ("budget_exceeded", 1), again.stderr
+    assert (resumed["verdict"], resumed["steps"]) == ("budget_exhausted", 1), again.stderr
 
 
 def test_cost_budget_needs_prices_and_then_holds(
@@ -116,7 +116,7 @@ def test_cost_budget_needs_prices_and_then_holds(
     res = run_cli(sd_home, *base, "--provider", "openai", "--max-cost", "0.000001", timeout=120)
     assert res.code == 3, res.stderr
     v = verdict_of(res)
-    assert (v["verdict"], v["steps"]) == ("budget_exceeded", 1) and v["cost_usd"] > 0.000001
+    assert (v["verdict"], v["steps"]) == ("budget_exhausted", 1) and v["cost_usd"] > 0.000001
 
 
 def test_child_limit_reaches_the_session(sd_home: Path, workdir: Path, fake: FakeLLM) -> None:

@@ -95,7 +95,7 @@ def test_two_lines_then_the_files_they_name(sd_home: Path, workdir: Path, fake: 
     res = run_cli(sd_home, *args, "--task", "what does main return?", timeout=120)
     assert res.code == 0, res.stderr
     started, verdict = lines(res)
-    assert started["type"] == "swarmdeck.started" and started["schema_version"] == "2"
+    assert started["type"] == "swarmdeck.started" and started["schema_version"] == "3"
     assert {
         "run_id", "session_id", "provider", "model", "mode", "workdir", "timeout_s",
         "idle_timeout_s", "log_path", "events_path",
@@ -207,7 +207,7 @@ def test_a_long_answer_without_a_result_is_not_completed(
             None,
             3,
         ), name
-        assert v["schema_version"] == "2" and Path(v["final_text_path"]).read_text() == PROSE
+        assert v["schema_version"] == "3" and Path(v["final_text_path"]).read_text() == PROSE
 
 
 def test_dry_run_calls_no_model(sd_home: Path, workdir: Path, fake: FakeLLM) -> None:

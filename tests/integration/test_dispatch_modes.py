@@ -289,7 +289,7 @@ def test_long_prose_without_a_result_is_unstructured(world: dict[str, Any], mode
         None,
         3,
     )
-    assert world["runs"][f"{mode}-prose"].code == 3 and v["schema_version"] == "2"
+    assert world["runs"][f"{mode}-prose"].code == 3 and v["schema_version"] == "3"
     assert Path(v["final_text_path"]).read_text() == PROSE and v["stderr_tail"]
 
 

@@ -54,7 +54,7 @@ def test_the_limits_of_run_and_dispatch_hold_on_a_worker(
     assert tokens.code == 3, tokens.stderr
     started, verdict = _lines(tokens)
     assert (verdict["verdict"], verdict["reason"], verdict["steps"]) == (
-        "budget_exceeded",
+        "budget_exhausted",
         "budget",
         1,
     )

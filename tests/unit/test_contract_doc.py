@@ -37,7 +37,7 @@ def test_every_field_of_the_two_lines_is_documented() -> None:
 # What makes each verdict class apply, alone.
 TRIGGERS: dict[str, dict[str, object]] = {
     "step_capped_partial": {"reason": "step_cap"},
-    "budget_exceeded": {"reason": "budget"},
+    "budget_exhausted": {"reason": "budget"},
     "completed": {"parse_state": "parsed"},
     "error": {"failed": True},
     "malformed": {"parse_state": "malformed"},

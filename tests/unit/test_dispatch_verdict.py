@@ -26,7 +26,7 @@ LONG = "x" * 200
     ("kw", "expected"),
     [
         ({"reason": "step_cap", "parse_state": "parsed", "failed": True}, "step_capped_partial"),
-        ({"reason": "budget", "parse_state": "parsed"}, "budget_exceeded"),
+        ({"reason": "budget", "parse_state": "parsed"}, "budget_exhausted"),
         ({"reason": "submitted", "parse_state": "parsed", "timed_out": True}, "completed"),
         ({"reason": "provider_error", "failed": True, "final_text": LONG}, "error"),
         ({"reason": "timeout", "timed_out": True, "final_text": LONG}, "error"),
@@ -240,6 +240,6 @@ def test_every_contract_field_is_there() -> None:
         "stderr_tail",
     ]:
         assert name in doc, name
-    assert doc["type"] == "swarmdeck.verdict" and doc["schema_version"] == "2"
+    assert doc["type"] == "swarmdeck.verdict" and doc["schema_version"] == "3"
     assert set(doc["tokens"]) == {"input", "output", "reasoning", "cache_read", "cache_write"}
     assert set(doc["tool_errors"]) == {"permission_denied", "other"}

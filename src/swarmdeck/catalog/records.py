@@ -21,6 +21,16 @@ TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "budget_excee
 # The transcript entry a rerun of a session's execution starts with (a crash, a restart, a
 # takeover by another worker): who runs it now, and who ran it before.
 RESUMED_KIND = "resumed"
+# A budget 80 % spent (runtime/budget.py): the record in its owner's transcript, the note in
+# each warned session's conversation, and the option marking a warned session's row.
+BUDGET_WARNING_KIND = "budget_warning"
+BUDGET_NOTE_KIND = "budget_note"
+BUDGET_WARNED_OPTION = "budget_warning"
+# A person's request to compact a session now (`sessions compact`): its inbox kind, which
+# the session journals when it takes it; and what the session says of its context when it
+# does not compact (nothing to compact, or the storm guard holds: runtime/context.py).
+COMPACT_REQUEST_KIND = "compact"
+CONTEXT_NOTE_KIND = "context_note"
 # A system agent runs under `sys-<its id>`, once per store.
 SYSTEM_SESSION_PREFIX = "sys-"
 # The option naming the group (a swarm) a session belongs to: the id of the session at its

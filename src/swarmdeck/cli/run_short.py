@@ -67,6 +67,10 @@ def short_request(
     found = plugin_set(workdir, plugins)
     definition = found.agent(agent)
     if definition is None:
+        # A file of that name that did not load says why, rather than "no agent".
+        for problem in found.problems:
+            if problem.level == "error" and problem.path.name == f"{agent}.agent.md":
+                raise UsageError(problem.line(), "fix it (`swarmdeck agents validate` checks)")
         raise NotFoundError(f"no agent named {agent}", "list them with `swarmdeck agents ls`")
     folders = [str(p.resolve()) for p in plugins or []]
     chosen = model or definition.model or "openai"
@@ -201,6 +205,14 @@ def _finish(host: Any, session_id: str, followed: Followed, max_turns: int, wall
         sys.exit(EXIT_INTERRUPTED)
     outcome = followed.outcome or {}
     reason = outcome.get("reason")
-    capped = f" (stopped at the step cap: {max_turns} turns)" if reason == "step_cap" else ""
-    print(f"session {final.id}: {final.status}{capped}", file=sys.stderr)
+    print(f"session {final.id}: {final.status}{_stopped(reason, max_turns)}", file=sys.stderr)
     sys.exit(exit_code_for(outcome.get("status", final.status), reason))
+
+
+def _stopped(reason: str | None, max_turns: int) -> str:
+    """What the end of a short-form run adds when a limit stopped it."""
+    if reason == "step_cap":
+        return f" (stopped at the step cap: {max_turns} turns)"
+    if reason == "budget":
+        return " (budget_exhausted: the answer above is what it had, partial)"
+    return ""

@@ -46,6 +46,9 @@ STATUS_STYLE = {
     "input_required": "bold magenta",
 }
 IDS_NOTE = "ids are shortest unique prefixes: every command takes one (`--json` has the full ids)"
+# Beside the status of a session warned that a budget covering it is 80 % spent.
+BUDGET_MARK = "⚠"
+BUDGET_NOTE = f"{BUDGET_MARK}: 80 % of a budget covering the session was spent (it was warned)"
 
 
 def open_catalog() -> Catalog:
@@ -81,7 +84,10 @@ def _status_cell(row: SessionRow, now: float) -> str:
     left = row.seconds_left(now)
     shown = row.status + (f" {left:.0f}s" if left is not None else "")
     style = STATUS_STYLE.get(row.status, "")
-    return f"[{style}]{shown}[/]" if style else shown
+    cell = f"[{style}]{shown}[/]" if style else shown
+    if row.budget_warning and row.stored_status != "budget_exceeded":
+        cell += f" [bold yellow]{BUDGET_MARK}[/]"
+    return cell
 
 
 @sessions_app.command("ls")
@@ -144,6 +150,8 @@ def ls(
     console.print(table)
     # Printed on its own, the note wraps between words (as a caption it was cut mid-word).
     console.print(IDS_NOTE, soft_wrap=False)
+    if any(r.budget_warning and r.stored_status != "budget_exceeded" for r in rows):
+        console.print(BUDGET_NOTE, soft_wrap=False)
 
 
 # Dropped first when the terminal is narrow; id, status, age and title always stay.
@@ -301,6 +309,24 @@ def send(
     sid = host.catalog.resolve_session_id(session_id)
     fresh = host.send(sid, text, msg_id, pinned=pin)
     print(json.dumps({"session_id": sid, "delivered": True, "duplicate": not fresh}))
+
+
+@sessions_app.command("compact")
+def compact(
+    session_id: Annotated[str, typer.Argument(help="Session id (a unique prefix is enough).")],
+    msg_id: Annotated[
+        str | None,
+        typer.Option("--id", help="Request id; a retry with the same id is delivered once."),
+    ] = None,
+) -> None:
+    """Compact a session's context now: it summarizes its older turns at its next turn
+    boundary (at once when it rests), even below its threshold."""
+    from swarmdeck.runtime.host import Host
+
+    host = Host()
+    sid = host.catalog.resolve_session_id(session_id)
+    fresh = host.compact(sid, msg_id)
+    print(json.dumps({"session_id": sid, "requested": True, "duplicate": not fresh}))
 
 
 @sessions_app.command("answer")

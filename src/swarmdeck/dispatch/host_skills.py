@@ -64,8 +64,9 @@ VERDICT_ADVICE: dict[VerdictClass, str] = {
     "completed": "a `result` that validates against the mode's schema; exit code 0. Verify "
     "the claims you rely on.",
     "step_capped_partial": "ran out of turns; work may be half-done. **Resume** it.",
-    "budget_exceeded": "ran out of its token or cost budget; resume with a narrower "
-    "instruction (and a new `--max-tokens`/`--max-cost`) or stop.",
+    "budget_exhausted": "ran out of its token or cost budget (it was warned at 80 %); "
+    "`result` holds a partial result when it gave one, `final_text_path` its last words. "
+    "Resume with a narrower instruction (and a new `--max-tokens`/`--max-cost`) or stop.",
     "error": "a provider failure, timeout, interrupt or crash; `stderr_tail` says which. "
     "Fix the cause (endpoint, key, limits), then resume a code run or dispatch again.",
     "malformed": "the worker submitted a result and it still failed the schema after its "

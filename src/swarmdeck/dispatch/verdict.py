@@ -15,7 +15,8 @@ from swarmdeck.dispatch.result_block import ParseState, read_block
 
 # 2: a long final text without a result is `unstructured`, no longer `completed`; a
 # result still invalid after the last correction is `malformed`, no longer `empty`.
-SCHEMA_VERSION = "2"
+# 3: a run its budget stopped is `budget_exhausted` (version 2 said `budget_exceeded`).
+SCHEMA_VERSION = "3"
 VERDICT_TYPE = "swarmdeck.verdict"
 STARTED_TYPE = "swarmdeck.started"
 ERROR_TYPE = "swarmdeck.error"
@@ -31,7 +32,7 @@ EXIT_TIMEOUT = 124
 VerdictClass = Literal[
     "completed",
     "step_capped_partial",
-    "budget_exceeded",
+    "budget_exhausted",
     "error",
     "malformed",
     "unstructured",
@@ -140,7 +141,7 @@ def classify(
     if reason == "step_cap":
         return "step_capped_partial"
     if reason == "budget":
-        return "budget_exceeded"
+        return "budget_exhausted"
     if parse_state == "parsed":
         return "completed"
     if failed or timed_out or idle_timed_out or interrupted:

@@ -57,6 +57,7 @@ class AgentDef(Definition):
     model: str | None = None
     cron: CronSpec | None = None
     mcp_servers: list[str] | None = None
+    compact_at: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -4,9 +4,34 @@ kept (a newer PilotSwarm may add some) and reported as warnings, never fatal."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictStr
+
+# Where an agent's compaction may start, as a share of the model's window.
+COMPACT_AT_RANGE = (0.2, 0.95)
+
+
+def window_share(value: Any) -> float:
+    """`60%`, `60` or `0.6` as 0.6; between 20 % and 95 % of the window, else an error
+    that says so."""
+    text = str(value).strip()
+    try:
+        number = float(text.removesuffix("%"))
+    except ValueError:
+        number = -1.0
+    if isinstance(value, bool):
+        number = -1.0
+    share = number / 100 if text.endswith("%") or number > 1 else number
+    low, high = COMPACT_AT_RANGE
+    if not low <= share <= high:
+        raise ValueError(
+            f"must be between {low:.0%} and {high:.0%} of the window (as 60% or 0.6), not {text!r}"
+        )
+    return share
+
+
+WindowShare = Annotated[float, BeforeValidator(window_share)]
 
 
 class _Open(BaseModel):
@@ -49,6 +74,8 @@ class AgentFrontMatter(_Open):
     # The MCP servers (by their .mcp.json name) the agent's sessions get; without it, the
     # servers marked `default`.
     mcp_servers: list[StrictStr] | None = Field(None, alias="mcpServers")
+    # Where older turns are compacted: a share of the model's window (a swarmdeck extension).
+    compact_at: WindowShare | None = Field(None, alias="compactAt")
 
 
 class SkillFrontMatter(_Open):

@@ -85,7 +85,8 @@ def _validated(
     except ValidationError as exc:
         for error in exc.errors():
             where = ".".join(str(p) for p in error["loc"]) or None
-            problems.append(Problem(path, where, error["msg"]))
+            # A validator's own message reads best without pydantic's prefix.
+            problems.append(Problem(path, where, error["msg"].removeprefix("Value error, ")))
         return None
     for key in getattr(parsed, "model_extra", None) or {}:
         problems.append(Problem(path, key, "unknown field (kept, not used)", "warning"))
@@ -236,6 +237,7 @@ def _agent(path: Path, plugin: Plugin, problems: list[Problem]) -> AgentDef | No
         model=front.model,
         cron=front.cron,
         mcp_servers=front.mcp_servers,
+        compact_at=front.compact_at,
         extra=front.unknown_fields(),
     )
     if agent.system and not SYSTEM_ID_RE.match(agent.agent_id):

@@ -90,6 +90,8 @@ def agent_session(
     options["mcp_servers"] = list(agent.mcp_servers) if agent.mcp_servers is not None else None
     if plugins:
         options["plugins"] = plugins
+    if agent.compact_at is not None:
+        options["compact_at"] = agent.compact_at
     cron = cron_option(agent, time.time() if now is None else now)
     if cron is not None:
         options["cron"] = cron

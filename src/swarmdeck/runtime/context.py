@@ -27,6 +27,14 @@ from swarmdeck.runtime.crashpoints import crash_point
 from swarmdeck.runtime.journal import COMPACTION, Journal
 from swarmdeck.runtime.prompts import skill_index
 from swarmdeck.runtime.services import services
+from swarmdeck.runtime.steering import (
+    ASKED,
+    OVERFLOW,
+    THRESHOLD,
+    compaction_key,
+    nothing_to_compact,
+    why_compact,
+)
 from swarmdeck.runtime.traced import turn_span
 
 # What the recent turns may take of the room left for the conversation after a
@@ -40,6 +48,9 @@ SUMMARY_ITEM_CHARS = 2000
 # Calibration against the provider's own count stays within these bounds.
 RATIO_BOUNDS = (0.25, 4.0)
 CHARS_PER_WORD = 6
+# The session option holding an agent's `compact_at` (its front matter): where compaction
+# starts, as a share of the window, instead of the provider's.
+COMPACT_AT_OPTION = "compact_at"
 
 SUMMARY_SYSTEM = (
     "You compress conversations. You are given the older part of an agent's conversation "
@@ -65,12 +76,14 @@ class Budget:
     refused_at: int | None = None
 
     @classmethod
-    def of(cls, config: ProviderConfig) -> Budget:
-        """The budget a provider's settings give."""
+    def of(cls, config: ProviderConfig, share: float | None = None) -> Budget:
+        """The budget a provider's settings give; `share` (an agent's `compact_at`) moves
+        where compaction starts."""
         # An output cap as large as the window (a user file that set only context_tokens)
         # must not leave no room at all: half the window at most is kept for the answer.
         window = config.context_tokens - min(config.output_tokens, config.context_tokens // 2)
-        return cls(window, int(window * config.compact_at), config.compact_at)
+        share = config.compact_at if share is None else share
+        return cls(window, int(window * share), share)
 
     def within(self, refused: int | None) -> Budget:
         """This budget, no larger than what the provider refused showed its window to be."""
@@ -131,16 +144,12 @@ def meter_for(config: ProviderConfig, model_name: str, journal: Journal) -> Mete
     return Meter(encoding, min(high, max(low, reported / raw)) if reported else 1.0)
 
 
-def compaction_key(turn: int, overflow: bool) -> str:
-    """The journal key of the compaction before turn `turn`."""
-    return f"compact:{turn}:overflow" if overflow else f"compact:{turn}"
-
-
 async def fit_context(
     session_id: str, turn: int, prep: dict[str, Any], *, overflow: bool = False
 ) -> dict[str, Any] | None:
     """The messages to send for turn `turn`, compacting first when they are over the
-    budget's threshold (or, `overflow`, when the provider said they are over its window);
+    budget's threshold (unless the storm guard holds), when a person asked for it, or
+    (`overflow`) when the provider said they are over its window;
     with what was measured. None when `overflow` asked for a compaction that cannot be
     made (done already for this turn, or nothing left to compact)."""
     svc = services()
@@ -150,16 +159,26 @@ async def fit_context(
     meter = meter_for(config, model_name, journal)
     system, specs = prep["system"], prep["specs"]
     raw = meter.raw_prompt([system, *journal.view()], specs)
-    budget = Budget.of(config).within(refused_at(journal, meter.scaled(raw) if overflow else None))
-    key = compaction_key(turn, overflow)
-    if (overflow or meter.scaled(raw) > budget.threshold) and journal.get(key) is None:
+    share = record.options.get(COMPACT_AT_OPTION)
+    budget = Budget.of(config, share).within(
+        refused_at(journal, meter.scaled(raw) if overflow else None)
+    )
+    over = meter.scaled(raw) > budget.threshold
+    why = await why_compact(
+        session_id, journal, turn, overflow=overflow, over=over, window=budget.window
+    )
+    key = compaction_key(turn, why or THRESHOLD)
+    if why is not None and journal.get(key) is None:
         payload = compaction_plan(journal, meter, budget, system, specs, overflow)
         if payload is not None:
-            payload["refused_at"] = budget.refused_at
-            await _compact(record, turn, journal, key, payload)
+            payload |= {"refused_at": budget.refused_at, "turn": turn, "why": why}
+            payload["answers"] = journal.asked if why == ASKED else None
+            await _compact(record, turn, journal, key, payload, meter)
             raw = meter.raw_prompt([system, *journal.view()], specs)
         elif overflow:
             return None
+        elif why == ASKED:
+            await nothing_to_compact(session_id, journal, turn)
     elif overflow:
         return None
     return {
@@ -272,7 +291,12 @@ def _marker(count: int, why: str) -> str:
 
 
 async def _compact(
-    record: SessionRecord, turn: int, journal: Journal, key: str, plan: dict[str, Any]
+    record: SessionRecord,
+    turn: int,
+    journal: Journal,
+    key: str,
+    plan: dict[str, Any],
+    meter: Meter,
 ) -> None:
     """Ask the model for a summary of the planned messages and journal the compaction; a
     summary that fails leaves a marker instead."""
@@ -287,6 +311,9 @@ async def _compact(
         "overflow": plan["overflow"],
         "summarized": False,
         "refused_at": plan.get("refused_at"),
+        "turn": turn,
+        "why": plan.get("why"),
+        "answers": plan.get("answers"),
     }
     crash_point("compact.before")
     # A chat span of its own: the summary's tokens are part of what the session spent.
@@ -313,6 +340,7 @@ async def _compact(
         why = payload.get("error") or "the model answered with no text"
         payload["error"] = why
         payload["text"] = (previous + "\n\n" if previous else "") + _marker(cut - start, why)
+    payload["freed"] = freed_tokens(journal, meter, start, cut, payload["text"])
     if completion is not None:
         payload["usage"] = {**completion.usage.as_dict(), "estimated": completion.usage.estimated}
         payload["cost_usd"] = completion.cost_usd
@@ -321,12 +349,25 @@ async def _compact(
     crash_point("compact.after")
 
 
+def freed_tokens(journal: Journal, meter: Meter, start: int, cut: int, text: str) -> int:
+    """What a compaction frees of the prompt: the messages it replaces (less those kept
+    verbatim: the task, pinned ones) and the summary it replaces, less its own summary."""
+    replaced = sum(
+        meter.raw(journal.messages[i])
+        for i in range(start, cut)
+        if journal.sources[i][1] != "task" and not journal.sources[i][2]
+    )
+    if journal.compaction is not None:
+        replaced += meter.raw(Message("user", journal.summary_text()))
+    return meter.scaled(replaced) - meter.scaled(meter.raw(Message("user", text)))
+
+
 def compactions_spent(journal: Journal, turn: int) -> dict[str, Any]:
     """Tokens and cost of the summaries made before turn `turn` (the turn's usage row
     counts them: making room for the turn is part of it)."""
     spent: dict[str, Any] = {"usage": {}, "cost_usd": None, "estimated": False}
-    for overflow in (False, True):
-        event = journal.get(compaction_key(turn, overflow))
+    for why in (ASKED, THRESHOLD, OVERFLOW):
+        event = journal.get(compaction_key(turn, why))
         if event is None or "usage" not in event.payload:
             continue
         usage = event.payload["usage"]

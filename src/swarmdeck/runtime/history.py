@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
-from swarmdeck.catalog.records import EventRecord
+from swarmdeck.catalog.records import BUDGET_NOTE_KIND, EventRecord
 from swarmdeck.models.types import Message, ToolCall
 
 # Transcript kinds that become conversation messages; the rest (status, notes) do not.
-CONVERSATION_KINDS = ("task", "user", "assistant", "tool_result", "child_update", "timer")
+# A budget's note (runtime/budget.py) is a message to the model, so that it wraps up.
+CONVERSATION_KINDS = (
+    "task",
+    "user",
+    "assistant",
+    "tool_result",
+    "child_update",
+    "timer",
+    BUDGET_NOTE_KIND,
+)
 
 
 def to_message(ev: EventRecord) -> Message | None:
     """The conversation message a transcript entry makes; None for status, notes, errors."""
     p = ev.payload
-    if ev.kind in ("task", "user", "child_update", "timer"):
+    if ev.kind in ("task", "user", "child_update", "timer", BUDGET_NOTE_KIND):
         return Message("user", p["text"])
     if ev.kind == "assistant":
         calls = tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in p["tool_calls"])

@@ -12,7 +12,7 @@ from typing import Any
 from swarmdeck.catalog.catalog import Catalog
 from swarmdeck.catalog.ids import new_session_id
 from swarmdeck.catalog.liveness import WorkerRow
-from swarmdeck.catalog.records import EventRecord, SessionRecord
+from swarmdeck.catalog.records import COMPACT_REQUEST_KIND, EventRecord, SessionRecord
 from swarmdeck.catalog.workers import WorkerRegistry
 from swarmdeck.config import Settings, load_settings
 from swarmdeck.errors import MissingKeyError, TaskRefusedError, UsageError
@@ -29,6 +29,8 @@ from swarmdeck.tools.toolsets import SessionScope
 from swarmdeck.workspace.rundir import RunDir
 
 FOLLOW_POLL_SECONDS = 0.05
+# What a request to compact says in the transcript.
+COMPACT_TEXT = "a person asked to compact the context now"
 
 
 def default_tools() -> list[Tool]:
@@ -216,6 +218,11 @@ class Host:
             return fresh  # its worker rings it when it sees the message (runtime/duties.py)
         ring_offline(self.settings, workflow_id(session_id, record.generation))
         return fresh
+
+    def compact(self, session_id: str, msg_id: str | None = None) -> bool:
+        """Ask a session to compact its context now: a durable request it takes at its next
+        turn boundary (at once when it rests). A retry with the same id is a no-op."""
+        return self.send(session_id, COMPACT_TEXT, msg_id, kind=COMPACT_REQUEST_KIND)
 
     def answer(self, session_id: str, text: str, msg_id: str | None = None) -> bool:
         """Answer a session's ask_user question; a retry with the same id is a no-op (False),

@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field
 
 from swarmdeck.catalog.catalog import Catalog
-from swarmdeck.catalog.records import EventRecord
+from swarmdeck.catalog.records import COMPACT_REQUEST_KIND, CONTEXT_NOTE_KIND, EventRecord
 from swarmdeck.models.types import Message
 from swarmdeck.runtime.history import to_message
 from swarmdeck.runtime.origin import input_origin, turn_origin
@@ -40,6 +40,9 @@ class Journal:
     sources: list[tuple[str, str, bool]] = field(default_factory=list)
     # The latest compaction (its event), and the model's last turn.
     compaction: EventRecord | None = None
+    # The key of a person's request to compact now (`sessions compact`) that no compaction
+    # (or note that there is nothing to compact) has answered yet.
+    asked: str | None = None
     last_turn: EventRecord | None = None
     # Skill name -> the stored result of the load_skill call that loaded it (its body).
     skill_bodies: dict[str, tuple[str, str]] = field(default_factory=dict)
@@ -72,9 +75,18 @@ class Journal:
                 self.sources.append((event.key, event.kind, bool(event.payload.get("pinned"))))
             elif event.kind == COMPACTION:
                 self.compaction = event
+            self._follow_requests(event)
             self._follow(event)
         if fresh:
             self.cursor = max(self.cursor, *(e.id for e in fresh))
+
+    def _follow_requests(self, event: EventRecord) -> None:
+        """Keep the pending request to compact up to date."""
+        if event.kind == COMPACT_REQUEST_KIND:
+            self.asked = event.key
+        elif event.kind in (COMPACTION, CONTEXT_NOTE_KIND):
+            answered = self.asked is not None and event.payload.get("answers") == self.asked
+            self.asked = None if answered else self.asked
 
     def _follow(self, event: EventRecord) -> None:
         """Keep the loaded skills and the pending inputs up to date."""

@@ -10,6 +10,7 @@ from typing import Any
 
 from swarmdeck.catalog import fence
 from swarmdeck.catalog.fence import Fenced
+from swarmdeck.catalog.records import COMPACT_REQUEST_KIND
 from swarmdeck.runtime import tree
 from swarmdeck.runtime.budget import check_budget
 from swarmdeck.runtime.control import ControlTools
@@ -26,7 +27,7 @@ from swarmdeck.runtime.tool_calls import (
     tool_call,
 )
 from swarmdeck.runtime.traced import session_span, tool_span
-from swarmdeck.runtime.turn import llm_turn, mail_waiting
+from swarmdeck.runtime.turn import compact_between_turns, llm_turn, mail_waiting
 
 DEFAULT_MAX_TURNS = 50
 MAX_RESULT_ATTEMPTS = 3
@@ -36,7 +37,8 @@ IDLE_RECV_SECONDS = 3600.0
 BATCH_GAP_SECONDS = 0.25
 BATCH_MAX_SECONDS = 2.0
 # Inbox kinds a session takes in between turns; answers are for the ask_user that waits.
-TURN_INBOX_KINDS = ["user", "child_update"]
+# A person's request to compact (`sessions compact`) is taken at the next turn boundary too.
+TURN_INBOX_KINDS = ["user", "child_update", COMPACT_REQUEST_KIND]
 # The session option naming a kind of session that a registered driver runs (Services).
 KIND_OPTION = "kind"
 # The notice a session that waits between turns leaves when a wake-up used max_turns.
@@ -248,7 +250,13 @@ class SessionLoop:
         """
         await self.d.step("status", set_status, self.sid, "idle")
         while True:
-            if await self.drain(None, wake=True):
+            taken = await self.drain(None, wake=True)
+            if taken and all(m["kind"] == COMPACT_REQUEST_KIND for m in taken):
+                # Only a request to compact: compact now and rest on, without a model turn.
+                await compact_between_turns(self.sid, self.turn)
+                await self.d.step("status", set_status, self.sid, "idle")
+                continue
+            if taken:
                 # They came while the session was busy, maybe in the middle of a burst
                 # (children finishing together): let the rest land, take them in this turn.
                 await self.collect_batch()

@@ -195,6 +195,20 @@ async def _complete(
     return completion, refitted
 
 
+def _refreshed(session_id: str) -> None:
+    svc = services()
+    svc.journal(session_id).refresh(svc.catalog)
+
+
+async def compact_between_turns(session_id: str, turn: int) -> None:
+    """A person's request to compact, taken while the session rests: compact now (under
+    the key of the turn to come, which then finds it made), without a model turn."""
+    await catalog_read(_refreshed, session_id)
+    extra = await toolset_tools(session_id, turn)
+    prep = await catalog_read(_prompt, session_id, turn, extra)
+    await fit_context(session_id, turn, prep)
+
+
 async def mail_waiting(session_id: str, turn: int, generation: int, inbox: list[str]) -> bool:
     """Whether turn `turn` would find messages to take in (a read).
 

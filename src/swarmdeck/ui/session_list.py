@@ -268,6 +268,9 @@ class SessionList(ScrollView, can_focus=True):
         if row.swarm:
             name = "" if row.swarm == "swarm" else f" {row.swarm}"
             title.append(f"[swarm{name}] ", style="bold blue")
+        if row.budget_warning and not row.stored_status.startswith("budget"):
+            # 80 % of a budget spent: the run may stop soon (runtime/budget.py).
+            title.append(f"[⚠ {row.budget_warning}] ", style="bold yellow")
         title.append(row.title, style="" if line.matched else "dim")
         if line.children and not line.expanded:
             title.append(f" (+{line.children})", style="dim")

@@ -22,6 +22,8 @@ KIND_STYLE = {
     "timer": ("timer", "cyan"),
     "notice": ("wait", "bold yellow"),
     "compaction": ("context", "blue"),
+    "budget": ("budget", "bold yellow"),
+    "note": ("note", "yellow"),
     RESUMED_KIND: ("resumed", "bold yellow"),
     "status": ("status", "bold"),
     "error": ("error", "bold red"),

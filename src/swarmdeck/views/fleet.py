@@ -11,7 +11,12 @@ from dataclasses import dataclass, field
 from swarmdeck.catalog.catalog import Catalog
 from swarmdeck.catalog.liveness import WorkerRow
 from swarmdeck.catalog.overview import Overview, StoreMarks
-from swarmdeck.catalog.records import EventRecord, SessionRecord, UsageTotals
+from swarmdeck.catalog.records import (
+    BUDGET_WARNED_OPTION,
+    EventRecord,
+    SessionRecord,
+    UsageTotals,
+)
 from swarmdeck.catalog.workers import WorkerRegistry
 from swarmdeck.views.figures import TokenFigures
 from swarmdeck.views.prefixes import shortest_prefixes
@@ -72,6 +77,8 @@ class SessionRow:
     # No live process holds it (WorkerRegistry.orphaned): shown as `orphaned` unless it
     # needs you, which then says that no worker reads the answer until one runs it.
     unheld: bool = False
+    # A budget covering it is 80 % spent ("max_tokens 82%"): runtime/budget.py warned it.
+    budget_warning: str | None = None
 
     @property
     def needs_me(self) -> bool:
@@ -109,6 +116,7 @@ class SessionRow:
             "cost_usd": self.cost_usd,
             "wake_at": self.wake_at,
             "question": self.question,
+            "budget_warning": self.budget_warning,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
         }
@@ -126,6 +134,12 @@ def _pending_call(last: EventRecord | None, name: str) -> dict[str, object] | No
                 return {}
             return args if isinstance(args, dict) else {}
     return None
+
+
+def _warned(record: SessionRecord) -> str | None:
+    """What the budget warning on a session says, if it got one."""
+    what = record.options.get(BUDGET_WARNED_OPTION)
+    return what if isinstance(what, str) and what else None
 
 
 def swarm_badge(record: SessionRecord) -> str | None:
@@ -174,6 +188,7 @@ def build_row(
         error=record.error,
         swarm=swarm_badge(record),
         unheld=orphaned,
+        budget_warning=_warned(record),
     )
     if record.status == "waiting":
         wait = _pending_call(last_turn, "wait")

@@ -10,7 +10,13 @@ import time
 from rich.console import Console
 from rich.markup import escape
 
-from swarmdeck.catalog.records import RESUMED_KIND, EventRecord
+from swarmdeck.catalog.records import (
+    BUDGET_WARNING_KIND,
+    COMPACT_REQUEST_KIND,
+    CONTEXT_NOTE_KIND,
+    RESUMED_KIND,
+    EventRecord,
+)
 from swarmdeck.views.transcript import compaction_line, resumed_line
 
 MAX_PREVIEW = 160
@@ -89,6 +95,10 @@ class ProgressPrinter:
             return f"[red]error[/] {escape(p['message'])}"
         if ev.kind == "compaction":
             return f"[blue]context[/] {escape(compaction_line(p))}"
+        if ev.kind in (COMPACT_REQUEST_KIND, CONTEXT_NOTE_KIND):
+            return f"[blue]context[/] {escape(str(p.get('text', '')))}"
+        if ev.kind == BUDGET_WARNING_KIND:
+            return f"[bold yellow]budget[/] {escape(str(p.get('text', '')))}"
         if ev.kind == RESUMED_KIND:
             return f"[bold yellow]resumed[/] {escape(resumed_line(p))}"
         if ev.kind == "notice":

@@ -7,7 +7,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from swarmdeck.catalog.records import RESUMED_KIND, EventRecord
+from swarmdeck.catalog.records import (
+    BUDGET_NOTE_KIND,
+    BUDGET_WARNING_KIND,
+    COMPACT_REQUEST_KIND,
+    CONTEXT_NOTE_KIND,
+    RESUMED_KIND,
+    EventRecord,
+)
 from swarmdeck.views.text import one_line
 
 HEAD_CHARS = 160
@@ -115,7 +122,16 @@ class Transcript:
             text = str(p.get("text") or p.get("reason", ""))
             new.append(Entry(ev.id, ev.ts, "notice", _head(text, 300)))
         elif ev.kind == "compaction":
-            new.append(Entry(ev.id, ev.ts, "compaction", compaction_line(p)))
+            # The summary the model reads from then on, folded under the line.
+            summary = str(p.get("text", ""))
+            new.append(Entry(ev.id, ev.ts, "compaction", compaction_line(p), summary))
+        elif ev.kind in (COMPACT_REQUEST_KIND, CONTEXT_NOTE_KIND):
+            new.append(Entry(ev.id, ev.ts, "compaction", str(p.get("text", ""))))
+        elif ev.kind == BUDGET_WARNING_KIND:
+            new.append(Entry(ev.id, ev.ts, "budget", str(p.get("text", ""))))
+        elif ev.kind == BUDGET_NOTE_KIND:
+            text = str(p.get("text", ""))
+            new.append(Entry(ev.id, ev.ts, "note", _head(text), text))
         elif ev.kind == RESUMED_KIND:
             new.append(Entry(ev.id, ev.ts, RESUMED_KIND, resumed_line(p)))
         elif ev.kind == "status":
@@ -146,6 +162,11 @@ def resumed_line(p: dict[str, object]) -> str:
 def compaction_line(p: dict[str, object]) -> str:
     """A compaction as a line: how many messages, summarized or dropped, and why."""
     how = "summarized" if p.get("summarized") else "dropped (no summary)"
-    why = " after a context-length error" if p.get("overflow") else " to fit the window"
+    why = " to fit the window"
+    if p.get("overflow"):
+        why = " after a context-length error"
+    elif p.get("why") == "asked":
+        why = " as a person asked"
+    freed = f", {p['freed']:,} tokens freed" if isinstance(p.get("freed"), int) else ""
     error = f": {p['error']}" if p.get("error") else ""
-    return f"{p.get('messages', 0)} earlier messages {how}{why}{error}"
+    return f"{p.get('messages', 0)} earlier messages {how}{why}{freed}{error}"
