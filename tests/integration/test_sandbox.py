@@ -317,8 +317,6 @@ def test_run_dir_layout_and_modes(tmp_path: Path) -> None:
         os.umask(old)
     for path in (run.path, run.home, run.tmp):
         assert path.is_dir() and (path.stat().st_mode & 0o777) == 0o700
-    assert run.log_path == run.path / "run.log"
-    assert run.events_path == run.path / "events.jsonl"
     assert RunDir.create(tmp_path / "runs", "20250101-abc") == run  # reopening is fine
     for bad in ("", "../x", "a/b", ".hidden", "x" * 200):
         with pytest.raises(UsageError):
