@@ -12,6 +12,9 @@ model_aliases: {fast: deepseek:deepseek-chat}
 telemetry:     # OpenTelemetry traces (the standard OTEL_* variables work as well)
   endpoint: http://127.0.0.1:4318   # OTLP/HTTP collector
   capture_content: false            # message contents in spans (redacted) only when true
+tools:         # tools on demand (tools/tool_index.py)
+  loading: lazy                     # or eager: every schema every turn
+  core: {explore: [read_file, grep, shell, submit_result]}
 ```
 """
 
@@ -37,7 +40,7 @@ LEASE_SECONDS = 3.0
 SETTINGS_FILE = "settings.yaml"
 SANDBOX_VALUES = {"auto": False, "off": True}
 # The top-level keys settings.yaml may hold.
-SETTINGS_KEYS = ("sandbox", "swarm", "model_aliases", "telemetry")
+SETTINGS_KEYS = ("sandbox", "swarm", "model_aliases", "telemetry", "tools")
 # The setting that enables the system agents without `swarmdeck system start`: the model
 # they run on (never a default: the user names it).
 SYSTEM_MODEL_ENV = "SWARMDECK_SYSTEM_MODEL"
@@ -93,6 +96,10 @@ class Settings:
     cleanup_grace_minutes: float = 5.0
     system_model: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
+    # settings.yaml `tools:`: `loading: lazy` (the core set whole, the rest indexed until
+    # loaded; the default) or `eager` (every schema every turn), and `core:` per mode.
+    tool_loading: str = "lazy"
+    core_tools: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def is_sqlite(self) -> bool:
@@ -149,6 +156,7 @@ def load_settings() -> Settings:
         home=home,
         store_url=store,
         no_sandbox=sandbox_opted_out(home),
+        **tool_settings(home),
         system_model=os.environ.get(SYSTEM_MODEL_ENV) or None,
         cleanup_grace_minutes=_minutes(os.environ.get(GRACE_ENV), Settings.cleanup_grace_minutes),
         **fleet,  # type: ignore[arg-type]
@@ -189,6 +197,27 @@ def user_settings(home: Path) -> dict[str, Any]:
 def user_setting(key: str, home: Path | None = None) -> Any:
     """One setting of `<home>/settings.yaml` as written (None when absent)."""
     return user_settings(home or home_dir()).get(key)
+
+
+def tool_settings(home: Path) -> dict[str, Any]:
+    """settings.yaml's `tools:` as Settings fields; ConfigError says what is wrong."""
+    raw = user_settings(home).get("tools") or {}
+    loading = raw.get("loading", "lazy") if isinstance(raw, dict) else None
+    core = raw.get("core", {}) if isinstance(raw, dict) else None
+    if (
+        loading not in ("lazy", "eager")
+        or not isinstance(core, dict)
+        or set(raw) - {"loading", "core"}
+        or not all(
+            isinstance(v, list) and all(isinstance(n, str) for n in v) for v in core.values()
+        )
+    ):
+        raise ConfigError(
+            f"{home / SETTINGS_FILE}: tools takes `loading: lazy|eager` and `core:`, a list "
+            "of tool names per mode",
+            "fix the file (see README, Tools on demand)",
+        )
+    return {"tool_loading": loading, "core_tools": {str(m): tuple(v) for m, v in core.items()}}
 
 
 def sandbox_opted_out(home: Path | None = None) -> bool:

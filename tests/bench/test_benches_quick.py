@@ -39,6 +39,7 @@ CLOSING_LINES = {
     "swarm": rf"swarm / critical path: {NUMBER}",
     "system_agents": rf"ratios \d+/10: RSS {NUMBER} .*, engine steps {NUMBER}",
     "tui": rf"CPU share of one core +{NUMBER} % +\(goal: under 2 %\)",
+    "tools": r"runtime tokens per turn: demo \d+, \d+ MCP servers \d+ \(eager \d+\)",
     "tui_cancel": rf"`swarmdeck sessions cancel` process +{NUMBER}",
 }
 # What a clean run must not print: Python's warnings, asyncio's and aiohttp's complaints
@@ -50,7 +51,7 @@ QUICK_TIMEOUT_S = 240
 
 
 def test_every_bench_is_run_here() -> None:
-    helpers = {"quick", "bare_http", "child_env", "fake_server", "suite_cpu"}
+    helpers = {"quick", "bare_http", "child_env", "fake_server", "suite_cpu", "mcp_wide_server"}
     benches = {p.stem for p in BENCH.glob("*.py")} - helpers
     assert benches == set(CLOSING_LINES)
 

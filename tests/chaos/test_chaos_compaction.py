@@ -22,9 +22,9 @@ def test_a_kill_during_compaction_asks_no_second_summary(
     sd_home: Path, workdir: Path, fake_llm: FakeLLM, point: str
 ) -> None:
     write_provider(
-        sd_home, "fake", fake_llm.openai_base_url, context_tokens=8000, output_tokens=1000
+        sd_home, "fake", fake_llm.openai_base_url, context_tokens=6000, output_tokens=1000
     )
-    fake_llm.context_tokens = 8000
+    fake_llm.context_tokens = 6000
     (workdir / "data.txt").write_text(data_file_text())
     model = CronReader(12)
     fake_llm.set_script(model)

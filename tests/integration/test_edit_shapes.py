@@ -73,7 +73,9 @@ async def test_edits_in_each_vendor_shape(
     turns.insert(3, Reply(tool_calls=(call("apply_patch", input=GOOD_PATCH),)))
     fake_llm.set_script(Scripted({"edit the app": Agent(turns)}))
     async with Swarm() as swarm:
-        session = await swarm.start("edit the app", AgentSpec("fake", mode="code"), workdir=work)
+        # Every schema at once: the wire shape of each edit tool is what this checks.
+        spec = AgentSpec("fake", mode="code", options={"tool_loading": "eager"})
+        session = await swarm.start("edit the app", spec, workdir=work)
         result = await session.result(timeout=60)
     assert result.status == "completed", result.error
     assert (

@@ -31,10 +31,13 @@ def stdio_entry(name: str, log: Path, *extra_args: str, **fields: Any) -> dict[s
 
 
 def write_mcp_json(folder: Path, servers: dict[str, dict[str, Any]]) -> Path:
-    """`folder/.mcp.json` declaring these servers."""
+    """`folder/.mcp.json` declaring these servers, `eager` unless an entry says otherwise:
+    these tests read what a session is offered from the tools its requests carry
+    (tests/integration/test_lazy_tools.py checks the index of servers that are not)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / ".mcp.json"
-    path.write_text(json.dumps({"mcpServers": servers}, indent=2))
+    eager = {name: {"eager": True, **entry} for name, entry in servers.items()}
+    path.write_text(json.dumps({"mcpServers": eager}, indent=2))
     return path
 
 

@@ -81,7 +81,10 @@ async def run_tree(swarm: Swarm, fake_llm, workdir: Path) -> str:
     (workdir / "notes.txt").write_text(f"token={KEY}\n")
     fake_llm.set_script(script())
     session = await swarm.start(
-        "coordinate the work", AgentSpec("fake", mode="code"), workdir=workdir
+        "coordinate the work",
+        # Every schema, so that its prompt passes the cache's 1,024-token minimum at once.
+        AgentSpec("fake", mode="code", options={"tool_loading": "eager"}),
+        workdir=workdir,
     )
     result = await session.result(timeout=60)
     assert result.status == "completed", result
@@ -249,3 +252,39 @@ async def test_a_swarm_is_one_trace_under_its_coordinator(traced, fake_llm, work
             head.context.span_id
         ), sid
     assert {s.context.trace_id for s in spans} == {head.context.trace_id}
+
+
+async def test_token_usage_histogram_per_model_and_type(sd_home: Path, fake_llm, workdir) -> None:
+    """gen_ai.client.token.usage (the conventions' client metric): one input and one output
+    point per model call, by provider and model, summing to the ledger."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    write_provider(sd_home, "fake", fake_llm.openai_base_url)
+    swarm = Swarm()
+    reader = InMemoryMetricReader()
+    meters = MeterProvider(metric_readers=[reader])
+    swarm.host.services.tracing = OtelTracing(
+        TracerProvider(), swarm.host.services.redactor.redact, meter_provider=meters
+    )
+    try:
+        sid = await run_tree(swarm, fake_llm, workdir)
+        totals = swarm.host.catalog.usage_totals([s.id for s in swarm.host.catalog.list_sessions()])
+    finally:
+        await swarm.aclose()
+    [metric] = [
+        m
+        for rm in reader.get_metrics_data().resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+        if m.name == "gen_ai.client.token.usage"
+    ]
+    assert metric.unit == "{token}" and sid
+    points = {p.attributes["gen_ai.token.type"]: p for p in metric.data.data_points}
+    assert set(points) == {"input", "output"}
+    for point in points.values():
+        assert point.attributes["gen_ai.request.model"] == "scripted"
+        assert point.attributes["gen_ai.provider.name"] == "fake"
+        assert point.count == 5  # four turns of the parent, one of the child
+    assert points["output"].sum == totals.output
+    assert points["input"].sum == totals.input + totals.cache_read + totals.cache_write

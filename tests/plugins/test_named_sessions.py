@@ -87,7 +87,7 @@ async def test_named_agent_prompt_tools_and_first_message(
     req = fake_llm.requests[0]
     prompt = system_text(req)
     # The base agent's body first, then the agent's own, then the skill index.
-    assert prompt.startswith("You run as a durable swarmdeck session")
+    assert prompt.startswith("You are a durable swarmdeck session")
     assert prompt.index("durable swarmdeck session") < prompt.index("You are a careful reviewer.")
     assert "- stats: Reading the store's statistics." in prompt
     assert first_user(req) == "Review README.md now."  # initialPrompt is the first message

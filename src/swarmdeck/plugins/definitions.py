@@ -58,6 +58,7 @@ class AgentDef(Definition):
     cron: CronSpec | None = None
     mcp_servers: list[str] | None = None
     compact_at: float | None = None
+    core_tools: list[str] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

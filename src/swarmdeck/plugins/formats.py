@@ -76,6 +76,8 @@ class AgentFrontMatter(_Open):
     mcp_servers: list[StrictStr] | None = Field(None, alias="mcpServers")
     # Where older turns are compacted: a share of the model's window (a swarmdeck extension).
     compact_at: WindowShare | None = Field(None, alias="compactAt")
+    # The tools whose schemas every prompt carries; the others are indexed until loaded.
+    core_tools: list[StrictStr] | None = Field(None, alias="coreTools")
 
 
 class SkillFrontMatter(_Open):

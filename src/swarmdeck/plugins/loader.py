@@ -238,6 +238,7 @@ def _agent(path: Path, plugin: Plugin, problems: list[Problem]) -> AgentDef | No
         cron=front.cron,
         mcp_servers=front.mcp_servers,
         compact_at=front.compact_at,
+        core_tools=front.core_tools,
         extra=front.unknown_fields(),
     )
     if agent.system and not SYSTEM_ID_RE.match(agent.agent_id):

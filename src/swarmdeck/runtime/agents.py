@@ -92,6 +92,8 @@ def agent_session(
         options["plugins"] = plugins
     if agent.compact_at is not None:
         options["compact_at"] = agent.compact_at
+    if agent.core_tools is not None:
+        options["core_tools"] = resolve_tools(agent.core_tools)
     cron = cron_option(agent, time.time() if now is None else now)
     if cron is not None:
         options["cron"] = cron

@@ -22,6 +22,7 @@ from swarmdeck.models.types import Message
 from swarmdeck.runtime.history import to_message
 from swarmdeck.runtime.origin import input_origin, turn_origin
 from swarmdeck.tools.builtins.skills import LOAD_SKILL
+from swarmdeck.tools.tool_index import LOAD_TOOLS
 
 # The transcript kind of a compaction: older turns replaced, in what the model sees, by a
 # summary (or a marker that they were dropped).
@@ -50,6 +51,9 @@ class Journal:
     # Skill name -> the turn whose load_skill call loaded it.
     loaded: dict[str, int] = field(default_factory=dict)
     _skill_calls: dict[str, str] = field(default_factory=dict)
+    # Tool name -> the turn whose load_tools call loaded it, in the order they were loaded.
+    tools_loaded: dict[str, int] = field(default_factory=dict)
+    _tool_calls: dict[str, list[str]] = field(default_factory=dict)
     # Inputs (kind, key) since the model's last turn, and that turn's origin.
     _inputs: list[tuple[str, str]] = field(default_factory=list)
     _last_origin: str | None = None
@@ -102,15 +106,30 @@ class Journal:
                     name = _skill_name(c["arguments"])
                     if name:
                         self._skill_calls[f"{turn}:{c['id']}"] = name
+                elif c["name"] == LOAD_TOOLS:
+                    self._tool_calls[f"{turn}:{c['id']}"] = _tool_names(c["arguments"])
         elif event.kind == "tool_result":
-            if event.payload.get("name") == LOAD_SKILL and not event.payload.get("is_error"):
-                call_key = event.key.removeprefix("tool:")
-                name = self._skill_calls.pop(call_key, None)
-                if name is not None:
-                    self.loaded.setdefault(name, int(call_key.split(":", 1)[0]))
-                    self.skill_bodies.setdefault(name, (event.key, event.payload["content"]))
+            if not event.payload.get("is_error"):
+                self._loaded_by(event)
         else:
             self._inputs.append((event.kind, event.key))
+
+    def _loaded_by(self, event: EventRecord) -> None:
+        """What a load_skill or load_tools call that succeeded loaded."""
+        call_key = event.key.removeprefix("tool:")
+        turn = int(call_key.split(":", 1)[0])
+        if event.payload.get("name") == LOAD_SKILL:
+            name = self._skill_calls.pop(call_key, None)
+            if name is not None:
+                self.loaded.setdefault(name, turn)
+                self.skill_bodies.setdefault(name, (event.key, event.payload["content"]))
+        elif event.payload.get("name") == LOAD_TOOLS:
+            for name in self._tool_calls.pop(call_key, []):
+                self.tools_loaded.setdefault(name, turn)
+
+    def tools_before(self, turn: int) -> list[str]:
+        """The tools loaded by turns before `turn`, in the order they were loaded."""
+        return [name for name, at in self.tools_loaded.items() if at < turn]
 
     def skills_before(self, turn: int) -> list[str]:
         """The skills loaded by turns before `turn` (what turn `turn` is offered)."""
@@ -177,3 +196,12 @@ def _skill_name(arguments: str) -> str | None:
         return None
     name = args.get("name") if isinstance(args, dict) else None
     return name if isinstance(name, str) else None
+
+
+def _tool_names(arguments: str) -> list[str]:
+    try:
+        args = json.loads(arguments or "{}")
+    except json.JSONDecodeError:
+        return []
+    names = args.get("names") if isinstance(args, dict) else None
+    return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from swarmdeck.catalog.records import SessionRecord
+from swarmdeck.models.edit_shapes import edit_shape
 from swarmdeck.plugins.aliases import resolve_tools
 from swarmdeck.plugins.definitions import SkillDef
 from swarmdeck.runtime.catalog_io import catalog_write
@@ -14,6 +15,14 @@ from swarmdeck.runtime.mgmt_ops import RuntimeMgmtOps
 from swarmdeck.runtime.services import services
 from swarmdeck.tools.base import READ_ONLY_MODES, Tool, ToolContext
 from swarmdeck.tools.builtins.skills import LOAD_SKILL
+from swarmdeck.tools.tool_index import (
+    EAGER,
+    LOAD_TOOLS,
+    Offer,
+    core_tools,
+    for_shape,
+    split_offer,
+)
 from swarmdeck.tools.toolsets import SessionScope
 from swarmdeck.workspace.gitdirs import git_dirs_outside
 
@@ -32,6 +41,9 @@ def offered_tools(
     only the mode's)."""
     svc = services()
     tools = svc.tools.for_mode(record.mode, record.tool_names)
+    load_tools = svc.tools.get(LOAD_TOOLS)
+    if load_tools is not None and all(t.name != LOAD_TOOLS for t in tools):
+        tools.append(load_tools)  # a narrowed list still loads what it may use
     if extra:
         taken = {t.name for t in tools}
         tools += [t for t in extra if t.name not in taken]
@@ -47,6 +59,28 @@ def offered_tools(
                 tools.append(tool)
                 names.add(name)
     return tools
+
+
+def tool_offer(record: SessionRecord, tools: list[Tool], loaded: list[str]) -> Offer:
+    """Which of the session's tools its prompt carries whole (the core set, eager ones,
+    those it loaded), and which only its index names: tools load on demand unless the
+    session, or the settings, say `eager`."""
+    svc = services()
+    config, _ = svc.provider_for(record.model)
+    shape = edit_shape(config.kind, config.edit_tools)
+    tools = for_shape(tools, shape)
+    loading = record.options.get("tool_loading") or svc.settings.tool_loading
+    if loading == EAGER:
+        return Offer([t for t in tools if t.name != LOAD_TOOLS], [])
+    chosen = record.options.get("core_tools")
+    if chosen is None:
+        chosen = svc.settings.core_tools.get(record.mode)
+    if chosen is None and record.tool_names is not None:
+        # A session given its own short list (an agent's `tools:`, a dispatch mode's, the
+        # SDK's tool_names) is shown all of it; what its toolsets add is still indexed.
+        chosen = record.tool_names
+    core = core_tools(record.mode, chosen, shape)
+    return split_offer(tools, core, loaded, svc.tools.get(LOAD_TOOLS))
 
 
 def visible_skills(record: SessionRecord) -> list[SkillDef]:

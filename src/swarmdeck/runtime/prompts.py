@@ -6,10 +6,8 @@ from __future__ import annotations
 from swarmdeck.plugins.definitions import SkillDef
 from swarmdeck.plugins.tiers import base_agent
 
-DEFAULT_SYSTEM_PROMPT = """You are a swarmdeck worker: an autonomous agent working in the directory {workdir}.
-Use the tools to inspect and change files there. Paths are relative to that directory.
-Work in small verified steps. When the task is done, call submit_result with your result,
-then end your turn with a short summary."""
+DEFAULT_SYSTEM_PROMPT = """You work in {workdir}; paths are relative to it. Work in small verified
+steps. When the task is done, end your turn with a short summary."""
 
 
 def skill_index(skills: list[SkillDef]) -> str:
@@ -17,12 +15,14 @@ def skill_index(skills: list[SkillDef]) -> str:
     if not skills:
         return ""
     lines = [f"- {s.name}: {' '.join(s.description.split())}" for s in skills]
-    return "Skills you can load with load_skill(name) when one helps:\n" + "\n".join(lines)
+    return "Skills, for load_skill(name):\n" + "\n".join(lines)
 
 
-def system_prompt(workdir: str, custom: str | None, skills: list[SkillDef] | None = None) -> str:
+def system_prompt(
+    workdir: str, custom: str | None, skills: list[SkillDef] | None = None, tools_index: str = ""
+) -> str:
     """The base agent's body, the session's prompt (its own when given, else the default),
-    and the skill index."""
+    the skill index and the index of the tools it may load."""
     own = custom if custom else DEFAULT_SYSTEM_PROMPT.format(workdir=workdir)
-    parts = [base_agent().body, own, skill_index(skills or [])]
+    parts = [base_agent().body, own, skill_index(skills or []), tools_index]
     return "\n\n".join(p for p in parts if p)

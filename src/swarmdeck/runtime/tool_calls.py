@@ -17,6 +17,7 @@ from swarmdeck.runtime.status import describe_error
 from swarmdeck.runtime.tool_output import shrink
 from swarmdeck.runtime.traced import tool_span
 from swarmdeck.tools.base import Effect, ToolOutcome
+from swarmdeck.tools.tool_index import LOAD_TOOLS
 
 SUBMIT_RESULT = "submit_result"
 
@@ -67,8 +68,11 @@ async def _prepare_call(session_id: str, turn: int, call: dict[str, Any]) -> dic
     record = svc.session_identity(session_id)
     journal = svc.journal(session_id)
     skills = session_skills(record, journal.skills_before(turn))
-    extra = await toolset_tools(session_id, turn) if svc.tools.get(call["name"]) is None else []
-    tool = next((t for t in offered_tools(record, skills, extra) if t.name == call["name"]), None)
+    # load_tools checks names against every tool of the session, its MCP servers' too.
+    wide = svc.tools.get(call["name"]) is None or call["name"] == LOAD_TOOLS
+    extra = await toolset_tools(session_id, turn) if wide else []
+    offered = offered_tools(record, skills, extra)
+    tool = next((t for t in offered if t.name == call["name"]), None)
     if tool is None:
         return {
             "outcome": ToolOutcome(f"error: no tool named {call['name']} in this session", True)
@@ -78,7 +82,9 @@ async def _prepare_call(session_id: str, turn: int, call: dict[str, Any]) -> dic
     ):
         return {"outcome": ToolOutcome(INTERRUPTED, is_error=True)}
     origin = await catalog_read(_turn_origin, journal, turn)
-    return {"tool": tool, "context": tool_context(record, call_key, origin)}
+    context = tool_context(record, call_key, origin)
+    context.services["tool_index"] = offered
+    return {"tool": tool, "context": context}
 
 
 def _turn_origin(journal: Journal, turn: int) -> str:

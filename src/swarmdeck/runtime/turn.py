@@ -12,13 +12,20 @@ from swarmdeck.models.types import Message
 from swarmdeck.runtime.catalog_io import catalog_read, catalog_write, stored_event
 from swarmdeck.runtime.context import fit_context
 from swarmdeck.runtime.crashpoints import crash_point
-from swarmdeck.runtime.offered import offered_tools, session_skills, toolset_tools, visible_skills
+from swarmdeck.runtime.offered import (
+    offered_tools,
+    session_skills,
+    tool_offer,
+    toolset_tools,
+    visible_skills,
+)
 from swarmdeck.runtime.prompts import skill_index, system_prompt
 from swarmdeck.runtime.services import services
 from swarmdeck.runtime.traced import turn_span
 from swarmdeck.runtime.tree import drain_inbox
 from swarmdeck.runtime.turn_watch import TurnWatch
 from swarmdeck.tools.base import Tool
+from swarmdeck.tools.tool_index import index_text
 
 
 def _look_up_turn(session_id: str, turn: int, generation: int, inbox: list[str]) -> dict[str, Any]:
@@ -60,13 +67,20 @@ def _prompt(session_id: str, turn: int, extra: list[Tool]) -> dict[str, Any]:
     record = svc.session_identity(session_id)
     journal = svc.journal(session_id)
     index = visible_skills(record)
-    prompt = system_prompt(record.workdir, record.system_message, index)
     skills = session_skills(record, journal.skills_before(turn))
+    tools = offered_tools(record, skills, extra)
+    # A loaded skill's tools come with it, as tools the model loaded.
+    plain = {t.name for t in offered_tools(record, None, extra)} if skills else set()
+    brought = [t.name for t in tools if skills and t.name not in plain]
+    offer = tool_offer(record, tools, [*brought, *journal.tools_before(turn)])
+    tools_index = index_text(offer.indexed)
+    prompt = system_prompt(record.workdir, record.system_message, index, tools_index)
     return {
         "record": record,
         "system": Message("system", prompt),
         "skills_index": skill_index(index),
-        "specs": [t.spec() for t in offered_tools(record, skills, extra)],
+        "tools_index": tools_index,
+        "specs": [t.spec() for t in offer.shown],
         "origin": journal.next_origin(
             has_parent=record.parent_id is not None, system=record.system
         ),

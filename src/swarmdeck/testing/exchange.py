@@ -176,7 +176,7 @@ def exchange(
             yield Close()
             raise body
         parsed = _parse(fake, method, path, headers, body, arrived)
-        for step in _route(fake, method, path, api, parsed):
+        for step in _route(fake, method, path, api, parsed, caller_key(headers)):
             started = started or isinstance(step, Send)
             yield step
     except _Answered:
@@ -208,7 +208,16 @@ def _parse(
     return parsed
 
 
-def _route(fake: Backend, method: str, path: str, api: Api, body: Any) -> Iterator[Step]:
+def caller_key(headers: Mapping[str, str]) -> str:
+    """The API key a request came with: the vendors' prompt caches are per key (per
+    organisation), shared by every conversation made with it."""
+    bearer = headers.get("authorization", "").removeprefix("Bearer ").strip()
+    return headers.get("x-api-key") or bearer
+
+
+def _route(
+    fake: Backend, method: str, path: str, api: Api, body: Any, key: str = ""
+) -> Iterator[Step]:
     """Dispatch by path and method."""
     if path not in _ROUTES:
         raise HttpError(404, f"no such endpoint: {method} {path}")
@@ -219,10 +228,10 @@ def _route(fake: Backend, method: str, path: str, api: Api, body: Any) -> Iterat
     elif path in ("/props", "/api/show"):
         yield Send(json_answer(fake, 200, window_said(path, fake.window()[0])))
     else:
-        yield from _chat(fake, api, body)
+        yield from _chat(fake, api, body, key)
 
 
-def _chat(fake: Backend, api: Api, body: Any) -> Iterator[Step]:
+def _chat(fake: Backend, api: Api, body: Any, key: str = "") -> Iterator[Step]:
     """Answer a chat request from the script."""
     wire = openai_wire if api == "openai" else anthropic_wire
     request = wire.validate(body, fake.quirks)
@@ -241,7 +250,7 @@ def _chat(fake: Backend, api: Api, body: Any) -> Iterator[Step]:
     if fault is not None and fault.hang_up:
         raise _Dropped
     malformed = bool(fault and fault.malformed_arguments)
-    cache = fake.cache.serve(api, request.body)
+    cache = fake.cache.serve(api, request.body, key)
     answer = build_answer(api, reply, request, malformed=malformed, cache=cache)
     yield from _answer(fake, api, answer, request, fault or Fault(), reply.chunk_delay)
 

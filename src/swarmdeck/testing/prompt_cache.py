@@ -13,7 +13,9 @@ The two vendors cache differently, and so does this:
   to each breakpoint is written (`cache_creation_input_tokens`), and a later prompt reads
   the longest such prefix found at, or up to 20 blocks before, one of its own breakpoints
   (`cache_read_input_tokens`); `input_tokens` is the rest.
-Both serve nothing below a minimum prefix (1,024 tokens, as the vendors' smaller models).
+Both serve nothing below a minimum prefix (1,024 tokens, as the vendors' smaller models),
+and both keep prefixes per API key: every conversation made with one key shares them (a
+swarm's members reuse the prefix their coordinator wrote), another key's never see them.
 """
 
 from __future__ import annotations
@@ -164,6 +166,14 @@ def prompt_tokens(api: Api, body: Mapping[str, Any]) -> int:
     return sum(s.tokens for s in segments(api, body))
 
 
+def _keyed(part: Segment, key: str) -> Segment:
+    """The segment as the cache of one API key knows it."""
+    if not key:
+        return part
+    digest = hashlib.sha256(f"{key}\0{part.prefix_hash}".encode()).hexdigest()
+    return Segment(part.tokens, digest, part.breakpoint)
+
+
 class PromptCache:
     """The prefixes a server has seen, per vendor's rules; thread-safe."""
 
@@ -172,9 +182,10 @@ class PromptCache:
         self._seen: set[str] = set()
         self._lock = threading.Lock()
 
-    def serve(self, api: Api, body: Mapping[str, Any]) -> CacheUse:
-        """What the cache serves this prompt, then remember what it leaves behind."""
-        parts = segments(api, body)
+    def serve(self, api: Api, body: Mapping[str, Any], key: str = "") -> CacheUse:
+        """What the cache serves this prompt (made with API key `key`), then remember what
+        it leaves behind."""
+        parts = [_keyed(part, key) for part in segments(api, body)]
         ends = []
         total = 0
         for part in parts:

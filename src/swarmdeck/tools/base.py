@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from swarmdeck.errors import PermissionDeniedError, ToolError
 from swarmdeck.models.types import ToolSpec
+from swarmdeck.tools.lean_schema import lean_schema
 
 
 class Effect(StrEnum):
@@ -69,9 +70,7 @@ ToolBody = Callable[[ToolContext, Any], Awaitable["str | ToolOutcome"]]
 
 @functools.lru_cache(maxsize=1024)
 def _spec_of(name: str, description: str, args_model: type[BaseModel]) -> ToolSpec:
-    schema = args_model.model_json_schema()
-    schema.pop("title", None)
-    return ToolSpec(name, description, schema)
+    return ToolSpec(name, description, lean_schema(args_model.model_json_schema()))
 
 
 @dataclass(frozen=True)
@@ -96,6 +95,11 @@ class Tool:
     # The JSON schema the model is shown, when it comes from elsewhere (an MCP server's
     # inputSchema); the server validates the arguments, `args_model` only keeps them.
     schema: dict[str, Any] | None = None
+    # Shown whole from the first turn even when tools load on demand (an MCP server marked
+    # `eager`); else a tool outside the core set is indexed until loaded (tools/tool_index).
+    eager: bool = False
+    # What the tool belongs to (its MCP server): the index gives a group one line.
+    group: str | None = None
 
     def offered_to(self, mode: str) -> bool:
         """True when a session in `mode` is shown this tool here."""

@@ -53,6 +53,8 @@ def tool(
             effect=Effect(effect),
             body=body,
             modes=frozenset(modes),
+            # A tool its user wrote for their sessions is shown whole from the first turn.
+            eager=True,
         )
 
     return wrap

@@ -45,6 +45,8 @@ class ServerEntry(BaseModel):
     effect: EffectName = "once"
     effects: dict[str, EffectName] = Field(default_factory=dict)
     default: bool = False
+    # Its tools' schemas go whole into every prompt; else they are indexed until loaded.
+    eager: bool = False
     startup_timeout: float = Field(DEFAULT_STARTUP_TIMEOUT_S, gt=0, alias="startupTimeout")
     call_timeout: float = Field(DEFAULT_CALL_TIMEOUT_S, gt=0, alias="callTimeout")
 

@@ -25,6 +25,7 @@ from swarmdeck.integrations.mcp.connection import (
 )
 from swarmdeck.integrations.mcp.sdk import INSTALL_HINT, sdk_available
 from swarmdeck.tools.base import ALL_MODES, WRITE_MODES, Effect, Tool, ToolContext, ToolOutcome
+from swarmdeck.tools.lean_schema import lean_schema
 from swarmdeck.tools.toolsets import SessionScope, ToolsetTools
 
 SEPARATOR = "__"
@@ -234,5 +235,7 @@ def _mcp_tool(conn: ServerConnection, item: ListedTool, name: str) -> Tool:
         body=body,
         # Read-only modes get only the tools declared `read`.
         modes=ALL_MODES if effect is Effect.READ else WRITE_MODES,
-        schema=schema,
+        schema=lean_schema(schema),
+        eager=entry.eager,
+        group=conn.name,
     )

@@ -69,7 +69,31 @@ def tracing_for(home: Path, redact: Callable[[str], str]) -> Tracing:
     provider = TracerProvider(resource=Resource.create({"service.name": name}))
     provider.add_span_processor(BatchSpanProcessor(span_exporter))
     capture = _truthy(os.environ.get(CONTENT_ENV, settings.get("capture_content", False)))
-    return OtelTracing(provider, redact, capture_content=capture)
+    meters = _meter_provider(exporter, endpoint if not env_endpoint else None, provider.resource)
+    return OtelTracing(provider, redact, capture_content=capture, meter_provider=meters)
+
+
+def _meter_provider(exporter: str, endpoint: str | None, resource: Any) -> Any:
+    """Metrics beside the traces, to the same place (OTLP, or the console)."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import (
+        ConsoleMetricExporter,
+        PeriodicExportingMetricReader,
+    )
+
+    if exporter == "console":
+        metric_exporter: Any = ConsoleMetricExporter()
+    else:
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+        url = (endpoint or "").rstrip("/")
+        metric_exporter = (
+            OTLPMetricExporter(endpoint=url if url.endswith("/v1/metrics") else url + "/v1/metrics")
+            if url
+            else OTLPMetricExporter()
+        )
+    reader = PeriodicExportingMetricReader(metric_exporter)
+    return MeterProvider(resource=resource, metric_readers=[reader])
 
 
 def _otlp_exporter(endpoint: str | None) -> Any:

@@ -13,6 +13,8 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+from swarmdeck.integrations.telemetry.metrics import record_token_usage, token_usage_histogram
+
 # Attribute names of the GenAI semantic conventions (checked against
 # opentelemetry-semantic-conventions 0.66b2, gen_ai_attributes).
 OPERATION = "gen_ai.operation.name"
@@ -144,7 +146,11 @@ class OtelTracing(Tracing):
     enabled = True
 
     def __init__(
-        self, provider: Any, redact: Callable[[str], str], capture_content: bool = False
+        self,
+        provider: Any,
+        redact: Callable[[str], str],
+        capture_content: bool = False,
+        meter_provider: Any = None,
     ) -> None:
         from opentelemetry import trace
 
@@ -153,6 +159,8 @@ class OtelTracing(Tracing):
         self.tracer = provider.get_tracer("swarmdeck")
         self.redact = redact
         self.capture_content = capture_content
+        self.meter_provider = meter_provider
+        self.token_usage = token_usage_histogram(meter_provider)
 
     def _text(self, value: str) -> str:
         text = self.redact(value)
@@ -213,7 +221,7 @@ class OtelTracing(Tracing):
             PURPOSE: info.purpose,
         }
         with self._span(f"chat {info.model}", SpanKind.CLIENT, attrs) as span:
-            yield _OtelTurn(self, span)
+            yield _OtelTurn(self, span, info)
 
     @contextmanager
     def tool(self, info: ToolInfo) -> Iterator[ToolRecorder]:
@@ -259,18 +267,22 @@ class OtelTracing(Tracing):
         return carrier.get("traceparent")
 
     def flush(self) -> None:
-        flush = getattr(self.provider, "force_flush", None)
-        if flush is not None:
-            flush(5_000)
+        for provider in (self.provider, self.meter_provider):
+            flush = getattr(provider, "force_flush", None)
+            if flush is not None:
+                flush(5_000)
 
 
 class _OtelTurn(TurnRecorder):
-    def __init__(self, tracing: OtelTracing, span: Any) -> None:
+    def __init__(self, tracing: OtelTracing, span: Any, info: TurnInfo) -> None:
         self.tracing = tracing
         self.span = span
+        self.info = info
 
     def completed(self, completion: Any, messages: list[Any]) -> None:
         usage = completion.usage
+        if self.tracing.token_usage is not None:
+            record_token_usage(self.tracing.token_usage, self.info, usage)
         attrs: dict[str, Any] = {
             RESPONSE_MODEL: completion.model or None,
             FINISH_REASONS: [completion.stop_reason],

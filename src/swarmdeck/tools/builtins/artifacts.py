@@ -163,7 +163,8 @@ async def _list(ctx: ToolContext, args: ListArgs) -> str:
 ARTIFACT_TOOLS = [
     Tool(
         "write_artifact",
-        "Store a named artifact (a report, a data file) beyond the workdir; returns its link.",
+        "Store a named artifact (a report, a data file) beyond the workdir; returns its "
+        "artifact:// link, which you quote where you refer to it.",
         WriteArgs,
         Effect.IDEMPOTENT,
         _write,

@@ -55,7 +55,9 @@ class SpawnArgs(BaseModel):
 
     task: str | None = Field(None, description="The sub-agent's task.")
     agent_name: str | None = Field(None, description="A named agent from an .agent.md file.")
-    model: str | None = Field(None, description="provider:model; defaults to yours.")
+    model: str | None = Field(
+        None, description="provider:model as list_available_models names it; default: yours"
+    )
     system_message: str | None = Field(None, description="Its system prompt.")
     tool_names: list[str] | None = Field(None, description="Only these tools.")
     title: str | None = Field(None, description="A short title.")

@@ -24,10 +24,10 @@ Plan = Callable[[], tuple[list[Change], str]]
 class EditFileArgs(BaseModel):
     """Arguments of edit_file."""
 
-    path: str = Field(description="file path, relative to the workdir")
-    old_string: str = Field(description="the exact text to replace, with its indentation")
-    new_string: str = Field(description="the text to put in its place")
-    replace_all: bool = Field(False, description="replace every occurrence, not just one")
+    path: str  # relative to the workdir, as the system prompt says
+    old_string: str = Field(description="the exact text to replace, indentation included")
+    new_string: str = Field(description="its replacement")
+    replace_all: bool = Field(False, description="replace every occurrence")
 
 
 def writable(ctx: ToolContext, raw: str, tool: str) -> tuple[Path, str]:
@@ -129,8 +129,8 @@ async def _edit_file(ctx: ToolContext, args: EditFileArgs) -> str | ToolOutcome:
 EDIT_FILE = Tool(
     name="edit_file",
     description=(
-        "Replace an exact string in a file of the workdir (old_string must appear once, or "
-        "set replace_all). Prefer it to rewriting a file; answers with a diff of the change."
+        "Replace an exact string in a file (it must appear once, or set replace_all); "
+        "answers with a diff. Prefer it to rewriting a file."
     ),
     args_model=EditFileArgs,
     # Journaled with the file's hashes: a rerun never applies it twice (edit_journal.py).

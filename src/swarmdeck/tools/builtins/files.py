@@ -38,9 +38,9 @@ SKIP_DIRS = frozenset({".git"}) | CREDENTIAL_DIRS
 class ReadFileArgs(BaseModel):
     """Arguments of read_file."""
 
-    path: str = Field(description="file path, relative to the workdir")
-    offset: int | None = Field(None, ge=1, description="first line to show (1-based)")
-    limit: int | None = Field(None, ge=1, description="how many lines to show (default 2000)")
+    path: str  # relative to the workdir, as the system prompt says
+    offset: int | None = Field(None, ge=1, description="first line (1-based)")
+    limit: int | None = Field(None, ge=1, description="lines to show (default 2000)")
 
 
 class ListDirArgs(BaseModel):
@@ -60,8 +60,8 @@ class GrepArgs(BaseModel):
 class WriteFileArgs(BaseModel):
     """Arguments of write_file."""
 
-    path: str = Field(description="file path, relative to the workdir")
-    content: str = Field(description="the complete new content of the file")
+    path: str  # relative to the workdir, as the system prompt says
+    content: str = Field(description="the whole new content")
 
 
 def _display(path: Path, root: Path) -> str:
@@ -281,7 +281,7 @@ async def _write_file(ctx: ToolContext, args: WriteFileArgs) -> str:
 # Positional, in Tool's field order: name, description, arguments, effect, body (, modes).
 READ_FILE = Tool(
     "read_file",
-    "Read a text file in the workdir, with line numbers. Use offset/limit to page.",
+    "Read a text file, with line numbers (offset/limit page it).",
     ReadFileArgs, Effect.READ, _read_file,
 )  # fmt: skip
 LIST_DIR = Tool(
@@ -293,7 +293,7 @@ GREP = Tool(
     GrepArgs, Effect.READ, _grep_tool,
 )  # fmt: skip
 WRITE_FILE = Tool(
-    "write_file", "Create or replace a file in the workdir with the given content.",
+    "write_file", "Create or replace a file with the given content.",
     WriteFileArgs, Effect.IDEMPOTENT, _write_file, WRITE_MODES,
 )  # fmt: skip
 FILE_TOOLS: list[Tool] = [READ_FILE, LIST_DIR, GREP, WRITE_FILE]

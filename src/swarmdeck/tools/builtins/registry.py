@@ -13,6 +13,7 @@ def builtin_tools() -> list[Tool]:
     from swarmdeck.tools.builtins.edit import EDIT_FILE
     from swarmdeck.tools.builtins.files import FILE_TOOLS
     from swarmdeck.tools.builtins.glob import GLOB
+    from swarmdeck.tools.builtins.load_tools import LOAD_TOOLS_TOOL
     from swarmdeck.tools.builtins.memory import MEMORY_TOOLS
     from swarmdeck.tools.builtins.mgmt import MGMT_TOOLS
     from swarmdeck.tools.builtins.patch import APPLY_PATCH_TOOL
@@ -33,6 +34,7 @@ def builtin_tools() -> list[Tool]:
         BROADCAST_TOOL,
         SUBMIT_RESULT_TOOL,
         LOAD_SKILL_TOOL,
+        LOAD_TOOLS_TOOL,
         *DISCOVERY_TOOLS,
         *MGMT_TOOLS,
         *MEMORY_TOOLS,

@@ -17,8 +17,8 @@ class SubmitResultArgs(BaseModel):
 
 SUBMIT_RESULT_TOOL = control_tool(
     "submit_result",
-    "Submit your final structured result. It is validated against the schema of your "
-    "task; if it is rejected you are told exactly why and may submit again.",
+    "Submit your final structured result; if your task's schema rejects it, you are told "
+    "why and may submit again.",
     SubmitResultArgs,
     carried_out_by="the session workflow",
 )

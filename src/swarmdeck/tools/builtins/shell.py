@@ -28,9 +28,9 @@ class ShellArgs(BaseModel):
 
     argv: list[str] = Field(
         min_length=1,
-        description='program and arguments as a list, e.g. ["pytest", "-q"]; no shell parsing',
+        description='e.g. ["pytest", "-q"] (no shell parsing)',
     )
-    timeout_s: float = Field(60, gt=0, le=MAX_TIMEOUT_S, description="seconds before it is killed")
+    timeout_s: float = Field(60, gt=0, le=MAX_TIMEOUT_S)  # seconds before it is killed
 
 
 def _refuse_credential_args(argv: list[str], workdir: Path) -> None:
@@ -97,8 +97,8 @@ async def _shell(ctx: ToolContext, args: ShellArgs) -> str:
 SHELL_TOOL = Tool(
     name="shell",
     description=(
-        "Run a command as an argv list in the workdir (no shell string). Read-only modes allow "
-        "only read-only commands installed on the system (and test runners in test mode)."
+        "Run a command in the workdir, as an argv list. Read-only modes allow only read-only "
+        "commands (and test runners in test mode)."
     ),
     args_model=ShellArgs,
     effect=Effect.ONCE,
