@@ -11,7 +11,10 @@ same server):
   coordinator does (its POLL_INTERVAL), which cannot finish before its first poll.
 
 Printed: wall times (median of --runs, after a warm-up swarm), ratios, the runtime's own
-share (wall time minus the critical path), and the cold `swarmdeck swarm` command.
+share (wall time minus the critical path), and the cold `swarmdeck swarm` command. Then
+what the family's shared prompt prefix does (bench/prefix_share.py): the cached share of
+all input and how many members' first requests the shared prefix served, against each
+session building its own prompt, in the same run.
 
     python bench/swarm.py [--runs 3] [--latency 0.5] [--store postgresql://...]
 """
@@ -235,6 +238,11 @@ def main() -> None:
     )
     print(f"  tokens {doc['tokens']['input'] + doc['tokens']['output']}, goal <= {GOAL:.2f}x")
     print(f"swarm / critical path: {wall / critical:.2f}")
+    from prefix_share import report
+
+    # One cached prefix for a family: 4 members, and a fan-out to 20 sub-agents (2 quick).
+    print("\none cached prefix (tools.shared_prefix on and off, in the same run):")
+    report(2 if args.runs == 1 and args.latency < 0.1 else 20)
 
 
 if __name__ == "__main__":

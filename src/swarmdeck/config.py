@@ -15,6 +15,7 @@ telemetry:     # OpenTelemetry traces (the standard OTEL_* variables work as wel
 tools:         # tools on demand (tools/tool_index.py)
   loading: lazy                     # or eager: every schema every turn
   core: {explore: [read_file, grep, shell, submit_result]}
+  shared_prefix: true               # a swarm's sessions share one cached prompt prefix
 ```
 """
 
@@ -100,6 +101,9 @@ class Settings:
     # loaded; the default) or `eager` (every schema every turn), and `core:` per mode.
     tool_loading: str = "lazy"
     core_tools: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # `shared_prefix: false`: a swarm's members and a parent's sub-agents each build their
+    # own prompt instead of one cached prefix (runtime/family.py).
+    shared_prefix: bool = True
 
     @property
     def is_sqlite(self) -> bool:
@@ -204,20 +208,26 @@ def tool_settings(home: Path) -> dict[str, Any]:
     raw = user_settings(home).get("tools") or {}
     loading = raw.get("loading", "lazy") if isinstance(raw, dict) else None
     core = raw.get("core", {}) if isinstance(raw, dict) else None
+    shared = raw.get("shared_prefix", True) if isinstance(raw, dict) else None
     if (
         loading not in ("lazy", "eager")
         or not isinstance(core, dict)
-        or set(raw) - {"loading", "core"}
+        or not isinstance(shared, bool)
+        or set(raw) - {"loading", "core", "shared_prefix"}
         or not all(
             isinstance(v, list) and all(isinstance(n, str) for n in v) for v in core.values()
         )
     ):
         raise ConfigError(
-            f"{home / SETTINGS_FILE}: tools takes `loading: lazy|eager` and `core:`, a list "
-            "of tool names per mode",
+            f"{home / SETTINGS_FILE}: tools takes `loading: lazy|eager`, `core:` (a list of "
+            "tool names per mode) and `shared_prefix: true|false`",
             "fix the file (see README, Tools on demand)",
         )
-    return {"tool_loading": loading, "core_tools": {str(m): tuple(v) for m, v in core.items()}}
+    return {
+        "tool_loading": loading,
+        "core_tools": {str(m): tuple(v) for m, v in core.items()},
+        "shared_prefix": shared,
+    }
 
 
 def sandbox_opted_out(home: Path | None = None) -> bool:

@@ -36,7 +36,8 @@ CLOSING_LINES = {
     "sandbox": rf"redact 10 KB: .* \({NUMBER}x\)",
     "portal": rf"portal: first page \d+ ms, event \d+ ms, idle {NUMBER} %",
     "session_cost": rf"swarmdeck / bare DBOS, CPU per session: {NUMBER}x",
-    "swarm": rf"swarm / critical path: {NUMBER}",
+    "swarm": rf"cached share of input: {NUMBER}%, members' first requests on the shared "
+    rf"prefix: {NUMBER}%",
     "system_agents": rf"ratios \d+/10: RSS {NUMBER} .*, engine steps {NUMBER}",
     "tui": rf"CPU share of one core +{NUMBER} % +\(goal: under 2 %\)",
     "tools": r"runtime tokens per turn: demo \d+, \d+ MCP servers \d+ \(eager \d+\)",
@@ -51,7 +52,15 @@ QUICK_TIMEOUT_S = 240
 
 
 def test_every_bench_is_run_here() -> None:
-    helpers = {"quick", "bare_http", "child_env", "fake_server", "suite_cpu", "mcp_wide_server"}
+    helpers = {
+        "quick",
+        "bare_http",
+        "child_env",
+        "fake_server",
+        "suite_cpu",
+        "mcp_wide_server",
+        "prefix_share",
+    }
     benches = {p.stem for p in BENCH.glob("*.py")} - helpers
     assert benches == set(CLOSING_LINES)
 

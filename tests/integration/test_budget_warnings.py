@@ -111,7 +111,9 @@ def test_a_tree_is_warned_once_at_80_and_stopped_at_100(
     # Each session told its model at most once; a helper that went on read the note.
     for row in rows:
         assert len(_kinds(_show(sd_home, row["id"]), "budget_note")) <= 1
-    assert any(task.startswith("HELPER") for task in _noted_requests(fake))
+    assert any(
+        task.split("## Your task\n\n")[-1].startswith("HELPER") for task in _noted_requests(fake)
+    )
 
 
 def test_dispatch_warns_then_ends_budget_exhausted_with_the_partial_result(

@@ -106,3 +106,10 @@ def tool_texts(req: FakeRequest) -> list[str]:
 def user_texts(req: FakeRequest) -> list[str]:
     """The user messages of a request, in order."""
     return [str(m.get("content") or "") for m in req.messages if m.get("role") == "user"]
+
+
+def prompt_of(req: Any) -> str:
+    """What a request told the model before its history: the system prompt (the swarm's
+    shared prefix) and the first message, which a member's own prompt opens."""
+    first_user = next((m for m in req.messages if m.get("role") == "user"), {})
+    return f"{req.messages[0]['content']}\n\n{first_user.get('content', '')}"

@@ -32,6 +32,7 @@ from tests.swarm.support import (
     journal,
     member,
     plan_of,
+    prompt_of,
     report_of,
     run_swarm,
     swarm_json,
@@ -145,7 +146,7 @@ def test_a_team_and_a_plan_file(
     prompts: dict[str, str] = {}
 
     def security(req: FakeRequest) -> Reply:
-        prompts["security"] = str(req.messages[0]["content"])
+        prompts["security"] = prompt_of(req)
         return calls(call("submit_result", result=RESULTS["review"]))
 
     script = Scripted(
@@ -375,7 +376,7 @@ def test_a_role_runs_as_a_named_agent(sd_home: Path, workdir: Path, fake_llm) ->
     seen: dict[str, object] = {}
 
     def auditor(req: FakeRequest) -> Reply:
-        seen["prompt"] = str(req.messages[0]["content"])
+        seen["prompt"] = prompt_of(req)
         seen["tools"] = sorted(t["function"]["name"] for t in req.body.get("tools", []))
         seen["model"] = req.model
         return calls(call("submit_result", result=RESULTS["review"]))

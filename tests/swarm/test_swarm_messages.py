@@ -18,7 +18,7 @@ from tests.integration.test_sessions_support import (
     text,
     wait_for,
 )
-from tests.swarm.support import RESULTS, plan_of, swarm_json, tool_texts, user_texts
+from tests.swarm.support import RESULTS, plan_of, prompt_of, swarm_json, tool_texts, user_texts
 
 PLAN = plan_of(
     {"role": "talker", "task": "TALK: share what you find", "mode": "explore"},
@@ -30,7 +30,7 @@ COORDINATOR_RE = re.compile(r"the swarm that (\S+) coordinates")
 
 
 def _coordinator_of(req: FakeRequest) -> str:
-    match = COORDINATOR_RE.search(str(req.messages[0]["content"]))
+    match = COORDINATOR_RE.search(prompt_of(req))
     assert match, "a member's prompt names its coordinator"
     return match.group(1)
 

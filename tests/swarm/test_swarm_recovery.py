@@ -18,6 +18,7 @@ from tests.swarm.support import (
     git_project,
     member,
     plan_of,
+    prompt_of,
     swarm_json,
     user_texts,
 )
@@ -166,7 +167,7 @@ def test_all_attempts_fail_then_reassign(
     def primary(req: FakeRequest) -> Reply:
         if req.model != "rescue":
             return REFUSED
-        prompts.append(str(req.messages[0]["content"]))
+        prompts.append(prompt_of(req))
         return calls(call("submit_result", result=RESULTS["explore"]))
 
     script = Scripted({"REASSIGN": coordinator(plan), "PRIMARY:": Agent([primary])})

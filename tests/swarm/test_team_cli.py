@@ -9,7 +9,7 @@ from pathlib import Path
 from swarmdeck.testing.script import FakeRequest, Reply
 from tests.conftest import Store, run_cli, write_provider
 from tests.integration.test_sessions_support import Agent, Scripted, call, calls
-from tests.swarm.support import RESULTS, coordinator, plan_of, report_of, run_swarm
+from tests.swarm.support import RESULTS, coordinator, plan_of, prompt_of, report_of, run_swarm
 from tests.unit.test_swarm_team import llmcode_team_file
 
 
@@ -53,7 +53,7 @@ def test_a_swarm_on_an_llmcode_team(
     prompts: dict[str, str] = {}
 
     def security(req: FakeRequest) -> Reply:
-        prompts["security"] = str(req.messages[0]["content"])
+        prompts["security"] = prompt_of(req)
         return calls(call("submit_result", result=RESULTS["review"]))
 
     plan = plan_of(

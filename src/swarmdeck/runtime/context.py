@@ -24,6 +24,7 @@ from swarmdeck.models.estimate import count_tokens, encoding_for, tool_text
 from swarmdeck.models.registry import ProviderConfig
 from swarmdeck.models.types import Message, ToolSpec
 from swarmdeck.runtime.crashpoints import crash_point
+from swarmdeck.runtime.family import with_preamble
 from swarmdeck.runtime.journal import COMPACTION, Journal
 from swarmdeck.runtime.prompts import skill_index
 from swarmdeck.runtime.services import services
@@ -158,7 +159,8 @@ async def fit_context(
     journal = svc.journal(session_id)
     meter = meter_for(config, model_name, journal)
     system, specs = prep["system"], prep["specs"]
-    raw = meter.raw_prompt([system, *journal.view()], specs)
+    preamble = prep.get("preamble")
+    raw = meter.raw_prompt([system, *with_preamble(journal.view(), preamble)], specs)
     share = record.options.get(COMPACT_AT_OPTION)
     budget = Budget.of(config, share).within(
         refused_at(journal, meter.scaled(raw) if overflow else None)
@@ -174,7 +176,7 @@ async def fit_context(
             payload |= {"refused_at": budget.refused_at, "turn": turn, "why": why}
             payload["answers"] = journal.asked if why == ASKED else None
             await _compact(record, turn, journal, key, payload, meter)
-            raw = meter.raw_prompt([system, *journal.view()], specs)
+            raw = meter.raw_prompt([system, *with_preamble(journal.view(), preamble)], specs)
         elif overflow:
             return None
         elif why == ASKED:
@@ -182,7 +184,7 @@ async def fit_context(
     elif overflow:
         return None
     return {
-        "messages": [system, *journal.view()],
+        "messages": [system, *with_preamble(journal.view(), preamble)],
         "context": {
             "raw_tokens": raw,
             "prompt_tokens": meter.scaled(raw),

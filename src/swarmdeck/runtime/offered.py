@@ -11,6 +11,7 @@ from swarmdeck.models.edit_shapes import edit_shape
 from swarmdeck.plugins.aliases import resolve_tools
 from swarmdeck.plugins.definitions import SkillDef
 from swarmdeck.runtime.catalog_io import catalog_write
+from swarmdeck.runtime.family import Family
 from swarmdeck.runtime.mgmt_ops import RuntimeMgmtOps
 from swarmdeck.runtime.services import services
 from swarmdeck.tools.base import READ_ONLY_MODES, Tool, ToolContext
@@ -61,10 +62,12 @@ def offered_tools(
     return tools
 
 
-def tool_offer(record: SessionRecord, tools: list[Tool], loaded: list[str]) -> Offer:
+def tool_offer(
+    record: SessionRecord, tools: list[Tool], loaded: list[str], family: Family | None = None
+) -> Offer:
     """Which of the session's tools its prompt carries whole (the core set, eager ones,
     those it loaded), and which only its index names: tools load on demand unless the
-    session, or the settings, say `eager`."""
+    session, or the settings, say `eager`. A family's sessions share its core set."""
     svc = services()
     config, _ = svc.provider_for(record.model)
     shape = edit_shape(config.kind, config.edit_tools)
@@ -72,6 +75,9 @@ def tool_offer(record: SessionRecord, tools: list[Tool], loaded: list[str]) -> O
     loading = record.options.get("tool_loading") or svc.settings.tool_loading
     if loading == EAGER:
         return Offer([t for t in tools if t.name != LOAD_TOOLS], [])
+    if family is not None:
+        core = core_tools(family.mode, family.core, shape)
+        return split_offer(tools, core, loaded, svc.tools.get(LOAD_TOOLS))
     chosen = record.options.get("core_tools")
     if chosen is None:
         chosen = svc.settings.core_tools.get(record.mode)
@@ -81,6 +87,15 @@ def tool_offer(record: SessionRecord, tools: list[Tool], loaded: list[str]) -> O
         chosen = record.tool_names
     core = core_tools(record.mode, chosen, shape)
     return split_offer(tools, core, loaded, svc.tools.get(LOAD_TOOLS))
+
+
+def family_tools(family: Family, extra: list[Tool]) -> list[Tool]:
+    """The tools a family's sessions are all shown, in the family's order, then those their
+    toolsets (MCP servers of the same project) add."""
+    svc = services()
+    tools = [t for name in family.tool_names if (t := svc.tools.get(name)) is not None]
+    taken = {t.name for t in tools}
+    return [*tools, *(t for t in extra if t.name not in taken)]
 
 
 def visible_skills(record: SessionRecord) -> list[SkillDef]:

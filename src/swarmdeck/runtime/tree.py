@@ -16,9 +16,12 @@ from swarmdeck.catalog.records import (
 )
 from swarmdeck.runtime.agents import agent_session
 from swarmdeck.runtime.crashpoints import crash_point
+from swarmdeck.runtime.family import FAMILY_OPTION, Family
 from swarmdeck.runtime.history import CONVERSATION_KINDS
+from swarmdeck.runtime.prompts import DEFAULT_SYSTEM_PROMPT
 from swarmdeck.runtime.services import EngineOps, services
 from swarmdeck.runtime.traced import child_trace_options
+from swarmdeck.tools.tool_index import DEFAULT_CORE
 
 PREVIEW = 400
 # Session options a child takes from its parent.
@@ -69,6 +72,7 @@ def spawn_child(parent_id: str, call_key: str, args: dict[str, Any]) -> dict[str
         options={
             "one_shot": True,
             "max_turns": parent.options.get("max_turns", 50),
+            **_children_family(parent, spec),
             # The tree's limits hold at every level, not only below the root.
             **{k: parent.options[k] for k in INHERITED_OPTIONS if k in parent.options},
             **spec["options"],
@@ -78,6 +82,31 @@ def spawn_child(parent_id: str, call_key: str, args: dict[str, Any]) -> dict[str
     )
     crash_point("spawn.recorded")
     return {"id": child_id}
+
+
+SUB_AGENT_NOTE = (
+    "You are a sub-agent: your parent gave you your task below and gets your final answer."
+)
+
+
+def _children_family(parent: SessionRecord, spec: dict[str, Any]) -> dict[str, Any]:
+    """The family a parent's plain sub-agents share (runtime/family.py): the parent's own
+    when it is one of a family, else one for its children. A named agent's child, or one
+    given its own tools, builds its own prompt."""
+    if not services().settings.shared_prefix:
+        return {}
+    if spec["agent"] is not None or spec["tool_names"] is not None:
+        return {}
+    family = Family.of(parent.options)
+    if family is None:
+        tools = services().tools.for_mode(parent.mode, None)
+        family = Family(
+            system=f"{DEFAULT_SYSTEM_PROMPT.format(workdir=parent.workdir)}\n{SUB_AGENT_NOTE}",
+            tool_names=tuple(t.name for t in tools),
+            core=tuple(DEFAULT_CORE.get(parent.mode, DEFAULT_CORE["explore"])),
+            mode=parent.mode,
+        )
+    return {FAMILY_OPTION: family.as_option()}
 
 
 def _child_spec(parent: SessionRecord, args: dict[str, Any]) -> tuple[dict[str, Any], str | None]:

@@ -12,7 +12,9 @@ from swarmdeck.models.types import Message
 from swarmdeck.runtime.catalog_io import catalog_read, catalog_write, stored_event
 from swarmdeck.runtime.context import fit_context
 from swarmdeck.runtime.crashpoints import crash_point
+from swarmdeck.runtime.family import Family
 from swarmdeck.runtime.offered import (
+    family_tools,
     offered_tools,
     session_skills,
     tool_offer,
@@ -71,13 +73,25 @@ def _prompt(session_id: str, turn: int, extra: list[Tool]) -> dict[str, Any]:
     tools = offered_tools(record, skills, extra)
     # A loaded skill's tools come with it, as tools the model loaded.
     plain = {t.name for t in offered_tools(record, None, extra)} if skills else set()
-    brought = [t.name for t in tools if skills and t.name not in plain]
-    offer = tool_offer(record, tools, [*brought, *journal.tools_before(turn)])
-    tools_index = index_text(offer.indexed)
-    prompt = system_prompt(record.workdir, record.system_message, index, tools_index)
+    loaded = [*(t.name for t in tools if skills and t.name not in plain)]
+    loaded += journal.tools_before(turn)
+    family = Family.of(record.options)
+    if family is not None:
+        # The family's tools and system prompt, byte for byte; its own prompt (and skill
+        # index) open its first message (runtime/family.py).
+        offer = tool_offer(record, family_tools(family, extra), loaded, family)
+        tools_index = index_text(offer.indexed)
+        prompt = system_prompt("", family.system, None, tools_index)
+        own = "\n\n".join(p for p in (record.system_message or "", skill_index(index)) if p)
+    else:
+        offer = tool_offer(record, tools, loaded)
+        tools_index = index_text(offer.indexed)
+        prompt = system_prompt(record.workdir, record.system_message, index, tools_index)
+        own = None
     return {
         "record": record,
         "system": Message("system", prompt),
+        "preamble": own,
         "skills_index": skill_index(index),
         "tools_index": tools_index,
         "specs": [t.spec() for t in offer.shown],

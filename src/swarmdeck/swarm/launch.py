@@ -15,19 +15,21 @@ from swarmdeck.catalog.ids import new_session_id
 from swarmdeck.dispatch.guards import check_task_text
 from swarmdeck.errors import ConfigError, SwarmdeckError, UsageError
 from swarmdeck.models.available import normalize
+from swarmdeck.runtime.family import FAMILY_OPTION, Family
 from swarmdeck.runtime.host import SessionRequest
 from swarmdeck.runtime.services import Services
 from swarmdeck.runtime.session import KIND_OPTION
 from swarmdeck.swarm.coordinator import run_swarm
-from swarmdeck.swarm.phases import SUBMIT_PLAN
+from swarmdeck.swarm.phases import SUBMIT_PLAN, SWARM_TOOLS
 from swarmdeck.swarm.plan import PlanError, accept, members_of
 from swarmdeck.swarm.plan_tool import SUBMIT_PLAN_TOOL
 from swarmdeck.swarm.planning import plan_context
-from swarmdeck.swarm.prompts import coordinator_prompt
+from swarmdeck.swarm.prompts import coordinator_prompt, swarm_context
 from swarmdeck.swarm.routing import Routing
 from swarmdeck.swarm.settings import load_swarm_settings
 from swarmdeck.swarm.spec import SPEC_OPTION, SWARM_KIND, SWARM_MODE, SwarmSpec
 from swarmdeck.swarm.team import DEFAULT_MAX_TIMEOUT_S, RecoveryPolicy, Team, load_team
+from swarmdeck.tools.tool_index import DEFAULT_CORE
 
 TITLE_CHARS = 70
 # The coordinator's own turns: a few plans, one merge.
@@ -108,6 +110,20 @@ def _check_team_models(team: Team, svc: Services, aliases: dict[str, str]) -> No
             )
 
 
+def _swarm_family(task: str, svc: Services) -> Family:
+    """What the coordinator and its members share (runtime/family.py): the swarm's context
+    and task, and the tools of a code member with the swarm's own and the plan tool, of
+    which a code member's core set and the plan tool are shown whole."""
+    names = [t.name for t in svc.tools.for_mode("code", None)]
+    names += [n for n in (*SWARM_TOOLS, SUBMIT_PLAN) if n not in names]
+    return Family(
+        system=swarm_context(task),
+        tool_names=tuple(names),
+        core=(*DEFAULT_CORE["code"], SUBMIT_PLAN),
+        mode="code",
+    )
+
+
 def prepare_swarm(req: SwarmRequest, svc: Services) -> SessionRequest:
     """The coordinator's session request, or a one-line error saying what to fix."""
     if not req.task.strip():
@@ -168,6 +184,11 @@ def prepare_swarm(req: SwarmRequest, svc: Services) -> SessionRequest:
         system_message=coordinator_prompt(str(workdir), team, spec.max_members, code_note),
         tool_names=[SUBMIT_PLAN],
         options={
+            **(
+                {FAMILY_OPTION: _swarm_family(req.task, svc).as_option()}
+                if svc.settings.shared_prefix
+                else {}
+            ),
             KIND_OPTION: SWARM_KIND,
             "group": session_id,
             "one_shot": True,

@@ -17,6 +17,7 @@ from swarmdeck.dispatch.verdict import RunFacts, build_verdict
 from swarmdeck.errors import SwarmdeckError
 from swarmdeck.models.available import normalize
 from swarmdeck.runtime.agents import agent_session, agent_tools
+from swarmdeck.runtime.family import FAMILY_OPTION
 from swarmdeck.runtime.services import Services, services
 from swarmdeck.runtime.traced import child_trace_options
 from swarmdeck.runtime.tree import broadcasts_of
@@ -178,7 +179,11 @@ def _create_member(
                 k: v for k, v in named.options.items() if k not in ("cron", "one_shot")
             }
     others = [tuple(p) for p in peers if p[2] != session_id]
-    prompt = member_prompt(member, workdir, step_cap, coordinator.id, others, agent_prompt)
+    # A member that runs as a named agent keeps that agent's tools and prompt to itself.
+    family = coordinator.options.get(FAMILY_OPTION) if agent_tool_names is None else None
+    prompt = member_prompt(
+        member, workdir, step_cap, coordinator.id, others, agent_prompt, shared=bool(family)
+    )
     title_role = member.get("assigned_role") or member["role"]
     first_line = next((ln.strip() for ln in member["task"].splitlines() if ln.strip()), "")
     svc.catalog.create_session(
@@ -206,6 +211,8 @@ def _create_member(
             **({"plugins": spec.plugins} if spec.plugins else {}),
             # The coordinator's span: the member's spans join the swarm's trace.
             **child_trace_options(),
+            # One cached prefix with the coordinator and the other members.
+            **({FAMILY_OPTION: family} if family else {}),
         },
     )
 

@@ -62,6 +62,29 @@ def coordinator_prompt(workdir: str, team: Team | None, max_members: int, code_n
     )
 
 
+SWARM_RULES = (
+    "- `message_agent(agent_id, text)` sends a message to one member, or to the "
+    "coordinator; `broadcast(text)` to every other member. "
+    "Messages from others reach you as user messages between your turns.\n"
+    "- `memory_get`, `memory_set`, `memory_list`, `memory_delete`: the swarm's shared "
+    "blackboard. Every write is a new version; pass `expected_version` to write only "
+    "over the version you read (on a conflict you get the current value).\n"
+    "- Only a member's submitted result reaches the coordinator: members finish with "
+    "`submit_result`."
+)
+
+
+def swarm_context(task: str) -> str:
+    """What the coordinator and every member read alike: what a swarm is, how its members
+    reach each other, and the swarm's task (the start of every prompt of the swarm, which
+    the vendors' caches then serve once for all of them)."""
+    return (
+        "You are part of a swarmdeck swarm: a coordinator plans the work and starts members, "
+        "each with a role, that work at once and report to it.\n\n"
+        f"{SWARM_RULES}\n\n## The swarm's task\n\n{task.strip()}"
+    )
+
+
 def member_prompt(
     member: dict[str, Any],
     workdir: str,
@@ -69,9 +92,11 @@ def member_prompt(
     coordinator_id: str,
     peers: list[tuple[str, str, str]],
     agent_prompt: str | None,
+    shared: bool = False,
 ) -> str:
-    """A member's system prompt: its agent's (when it has one), its mode's (the result it
-    must submit), its role, and how to reach the rest of the swarm."""
+    """A member's own prompt: its agent's (when it has one), its mode's (the result it
+    must submit), its role, and how to reach the rest of the swarm (`shared`: the rules
+    are in the swarm's shared context already, see swarm_context)."""
     spec = get_mode(member["mode"])
     parts = [agent_prompt] if agent_prompt else []
     parts.append(spec.prompt(workdir, step_cap))
@@ -80,6 +105,12 @@ def member_prompt(
         role += "\n\n" + member["system_prompt"].strip()
     parts.append(role)
     listed = "\n".join(f"- {r} ({mode}): {sid}" for r, mode, sid in peers) or "- none"
+    if shared:
+        parts.append(
+            f"## The swarm\n\nYou are one member of the swarm that {coordinator_id} "
+            f"coordinates. The other members:\n{listed}"
+        )
+        return "\n\n".join(parts)
     parts.append(
         f"## The swarm\n\nYou are one member of the swarm that {coordinator_id} coordinates. "
         f"The other members:\n{listed}\n\n"

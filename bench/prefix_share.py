@@ -1,0 +1,160 @@
+"""One cached prefix for a family of sessions, measured for bench/swarm.py: a swarm of four
+members and a parent fanning out to twenty sub-agents, on the fake LLM server's prompt
+cache (OpenAI's rules: every prefix of 1,024 tokens or more is kept, per API key), with
+`tools.shared_prefix` on and off in the same run, each in a process and home of its own.
+
+    python bench/prefix_share.py [--children 20]   (bench/swarm.py runs it)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+MEMBERS = 4
+# What a cache write and a cache read cost against an uncached input token (Anthropic's
+# list prices: a read a tenth, a write a quarter more); OpenAI's reads cost half or less.
+WRITE_PRICE, READ_PRICE = 1.25, 0.1
+
+
+def _fake_script(children: int) -> Any:
+    from swarmdeck.testing.script import FakeRequest, Reply, ReplyToolCall
+
+    plan = {"members": [{"role": f"m{i}", "task": f"MEMBER-{i}: what does app.py return?",
+                         "mode": "explore"} for i in range(MEMBERS)]}  # fmt: skip
+    fact = {"facts": [{"fact": "main returns 42", "file_line": "app.py:2"}], "truncated": False}
+
+    def answer(req: FakeRequest) -> Reply:
+        if "MEMBER-" in req.task or "CHILD-" in req.task:
+            if req.turn == 0 and "MEMBER-" in req.task:
+                return Reply(tool_calls=(ReplyToolCall("read_file", {"path": "app.py"}),))
+            if "MEMBER-" in req.task:
+                return Reply(tool_calls=(ReplyToolCall("submit_result", {"result": fact}),))
+            return Reply(text="main returns 42")
+        if "FAN OUT" in req.task:
+            if req.turn == 0:
+                spawns = [ReplyToolCall("spawn_agent", {"task": f"CHILD-{i}: read app.py"})
+                          for i in range(children)]  # fmt: skip
+                return Reply(tool_calls=tuple(spawns))
+            if req.turn == 1:
+                return Reply(tool_calls=(ReplyToolCall("wait_for_agents", {"timeout": 120}),))
+            return Reply(text="all children answered")
+        if req.turn == 0:
+            return Reply(tool_calls=(ReplyToolCall("submit_plan", plan),))
+        return Reply(text="merged: main returns 42")
+
+    return answer
+
+
+def _first_turns(host: Any, sids: list[str]) -> list[dict[str, int]]:
+    """The usage of each session's first model turn."""
+    out = []
+    for sid in sids:
+        turns = host.catalog.events(sid, kinds=["assistant"])
+        out.append(turns[0].payload["usage"] if turns else {})
+    return out
+
+
+def _totals(host: Any, sids: list[str]) -> dict[str, float]:
+    t = host.catalog.usage_totals(sids)
+    total = t.input + t.cache_read + t.cache_write
+    billed = t.input + WRITE_PRICE * t.cache_write + READ_PRICE * t.cache_read
+    return {"input": total, "cached": t.cache_read, "billed": billed}
+
+
+async def _run(children: int) -> dict[str, Any]:
+    from swarmdeck import AgentSpec, Swarm
+
+    home = Path(os.environ["SWARMDECK_HOME"])
+    workdir = home.parent / "work"
+    workdir.mkdir(exist_ok=True)
+    (workdir / "app.py").write_text("def main():\n    return 42\n")
+    async with Swarm() as sdk:
+        doc = await sdk.coordinate("Find what main returns, and why.", workdir=workdir,
+                                   model="fake")  # fmt: skip
+        assert doc["verdict"] == "completed", doc
+        coordinator = doc["session_id"]
+        parent = await sdk.start("FAN OUT to sub-agents", AgentSpec("fake", mode="explore",
+                                 options={"max_children": children}), workdir=workdir)  # fmt: skip
+        await parent.result(timeout=300)
+        catalog = sdk.host.catalog
+        members = [s.id for s in catalog.list_sessions() if s.parent_id == coordinator]
+        kids = [s.id for s in catalog.list_sessions() if s.parent_id == parent.id]
+        return {
+            "swarm": _totals(sdk.host, [coordinator, *members]),
+            "fanout": _totals(sdk.host, [parent.id, *kids]),
+            "members": _first_turns(sdk.host, members),
+            "children": _first_turns(sdk.host, kids),
+        }
+
+
+def one(shared: bool, children: int) -> dict[str, Any]:
+    """Both families, in this process, on a fake server of its own."""
+    import yaml
+
+    from swarmdeck.testing.fake_llm import FakeLLM
+
+    home = Path(os.environ["SWARMDECK_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "settings.yaml").write_text(yaml.safe_dump({"tools": {"shared_prefix": shared}}))
+    with FakeLLM(_fake_script(children)) as fake:
+        (home / "providers").mkdir(exist_ok=True)
+        provider = {"key": "fake", "kind": "openai", "base_url": fake.openai_base_url,
+                    "model": "scripted", "needs_key": False, "concurrency": 32}  # fmt: skip
+        (home / "providers" / "fake.yaml").write_text(yaml.safe_dump(provider))
+        return asyncio.run(_run(children))
+
+
+def measure(shared: bool, children: int) -> dict[str, Any]:
+    """`one` in a process of its own, with a home of its own."""
+    with tempfile.TemporaryDirectory(prefix="sd-bench-prefix-") as tmp:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SWARMDECK_")}
+        env["SWARMDECK_HOME"] = str(Path(tmp) / "home")
+        args = [sys.executable, __file__, "--one", str(int(shared)), str(children)]
+        done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise SystemExit(f"prefix_share ({shared=}) failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def report(children: int) -> None:
+    """Print the figures, shared against separate prompts, and the closing line."""
+    shared, separate = measure(True, children), measure(False, children)
+    for label, r in (("shared prefix", shared), ("own prompts", separate)):
+        for family in ("swarm", "fanout"):
+            t = r[family]
+            print(
+                f"  {label:<14} {family:<7} input {t['input']:>8,.0f}  cached "
+                f"{t['cached'] / max(1, t['input']):6.1%}  billed (input-token equivalents) "
+                f"{t['billed']:>9,.0f}"
+            )
+    firsts = shared["members"] + shared["children"]
+    hits = [u.get("cache_read", 0) > 0 for u in firsts]
+    print("  members' first requests (cached tokens of their prompt):")
+    for n, u in enumerate(shared["members"]):
+        total = u.get("input", 0) + u.get("cache_read", 0) + u.get("cache_write", 0)
+        print(f"    member {n}: {u.get('cache_read', 0):>5} of {total:>5}")
+    kid_hits = sum(1 for u in shared["children"] if u.get("cache_read", 0) > 0)
+    print(f"    {children} sub-agents: {kid_hits} of {children} on the shared prefix")
+    inputs = sum(shared[f]["input"] for f in ("swarm", "fanout"))
+    cached = sum(shared[f]["cached"] for f in ("swarm", "fanout"))
+    billed = sum(shared[f]["billed"] for f in ("swarm", "fanout"))
+    before = sum(separate[f]["billed"] for f in ("swarm", "fanout"))
+    print(f"  billed against own prompts: {billed / max(1.0, before):.2f}x")
+    print(
+        f"cached share of input: {cached / max(1, inputs):.1%}, members' first requests on "
+        f"the shared prefix: {sum(hits) / max(1, len(hits)):.1%}"
+    )
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--one"]:
+        print(json.dumps(one(sys.argv[2] == "1", int(sys.argv[3]))))
+    else:
+        report(int(sys.argv[2]) if sys.argv[1:2] == ["--children"] else 20)
