@@ -171,10 +171,15 @@ class Engine:
             launch_serving(self._register_queue)
         self._launched = True
         if self.serve_queue:
-            self._prompt = PromptClaims(dbos_instance())
+            self._prompt = PromptClaims(dbos_instance(), self._serving_peers)
         # Slots a crashed worker held (mid-call, or kept between calls) are free again now,
         # whether or not this process takes over its sessions.
         self.services.limiter.free_slots_of(self.workers.crashed())
+
+    def _serving_peers(self) -> int:
+        """The live processes that share the fleet's queue's work: the fleet's workers,
+        and this process when it only lends a hand."""
+        return len(self.workers.alive("worker")) + (self.role != "worker")
 
     def _register_queue(self) -> None:
         """Register the fleet's queue with this worker's limits (DBOS launched)."""
