@@ -1,0 +1,69 @@
+"""The fleet across hosts that share only PostgreSQL, on real namespaces (conftest.py):
+a burst spreads over three worker hosts; a host killed or cut off mid-session is taken
+over by another, whose store writes win over the late ones of the host that was cut off,
+and no `once` effect runs twice.
+
+The tests run in order on one lab: the burst with b, c and d; then b alone holds
+sessions when it is killed, and again when it is cut off.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+
+import pytest
+
+from tests.multihost.conftest import WORKDIR, LabFleet
+
+pytestmark = [pytest.mark.multihost, pytest.mark.fleet]
+
+BURST = 100
+
+
+def host_of(report: dict) -> dict[str, str]:
+    """Each session's last host."""
+    return {sid: s["host"] for sid, s in report["sessions"].items()}
+
+
+def test_a_burst_spreads_over_three_worker_hosts(lab_fleet: LabFleet) -> None:
+    lab_fleet.start_workers("b", "c", "d")
+    ids = lab_fleet.probe("submit", "burst job", str(BURST))
+    report = lab_fleet.probe("wait", json.dumps(ids), "done", "60")
+    assert report["ready"], "the burst did not complete within 60 s"
+    assert {s["status"] for s in report["sessions"].values()} == {"completed"}
+    hosts = list(host_of(report).values())
+    shares = {name: hosts.count(name) for name in ("b", "c", "d")}
+    assert sum(shares.values()) == BURST, shares
+    assert max(shares.values()) <= 2 * min(shares.values()), f"uneven spread: {shares}"
+    # Two of them stop cleanly (they hold nothing now): b alone serves the next test.
+    lab_fleet.stop_worker("c")
+    lab_fleet.stop_worker("d")
+
+
+def effects(lab_fleet: LabFleet, host: str) -> int:
+    """Lines the `once` shell command appended to the workdir on this host."""
+    text = lab_fleet.host(host).read(f"{WORKDIR}/effects.log")
+    return len((text or "").splitlines())
+
+
+def test_a_host_killed_mid_session_is_taken_over_by_another(lab_fleet: LabFleet) -> None:
+    if "b" not in lab_fleet.workers:
+        lab_fleet.start_workers("b")
+    [sid] = lab_fleet.probe("submit", "kill job", "1")
+    # b ran the `once` step and journaled it; its next turn waits 8 s on b's model.
+    mid = lab_fleet.probe("wait", json.dumps([sid]), "tool", "30")
+    assert mid["ready"] and mid["sessions"][sid]["host"] == "b", mid
+    lab_fleet.start_workers("c")
+    killed = time.monotonic()
+    lab_fleet.stop_worker("b", signal.SIGKILL)
+    report = lab_fleet.probe("wait", json.dumps([sid]), "done", "30")
+    took = time.monotonic() - killed
+    session = report["sessions"][sid]
+    assert session["status"] == "completed" and session["host"] == "c", session
+    assert session["epoch"] == 2, session  # b's execution, then c's
+    # The effect ran once, on b; c replayed its journaled result and ran nothing again.
+    assert len(session["tool_results"]) == 1, session["tool_results"]
+    assert (effects(lab_fleet, "b"), effects(lab_fleet, "c")) == (1, 0)
+    assert took < 20, f"takeover took {took:.1f} s"
