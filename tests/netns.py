@@ -191,12 +191,16 @@ class Lab:
         return host
 
     def link(self, name: str, up: bool) -> None:
-        """Cut a host off the bridge (its link down) or join it again."""
-        _ip("-n", self.hosts[name].netns, "link", "set", "eth0", "up" if up else "down")
+        """Cut a host off (its link down at the bridge) or join it again.
+
+        Downed at the bridge's end, the host's own interface only loses its carrier: its
+        routes stay, so its connections wait on the network (TCP retransmits) as across a
+        failed switch, rather than failing at once with "network unreachable"."""
+        self._sw("link", "set", f"v-{name}", "up" if up else "down")
 
     def close(self) -> None:
         """Kill every process of every host and remove the namespaces and links."""
-        for host in self.hosts.values():
+        for host in reversed(self.hosts.values()):  # the store's clients before the store
             _kill_netns(host.netns)
             with contextlib.suppress(Exception):
                 host.holder.wait(timeout=10)
