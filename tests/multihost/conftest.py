@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[2]
 PG_PORT = 5432
 LLM_PORT = 8399
 WORKDIR = f"{ROOT}/work/proj"
-LEASE_S = "2"
+LEASE_S = "3"
 WORKER_LINE = re.compile(r"^worker (\S+) on ", re.MULTILINE)
 START_TIMEOUT_S = 60.0
 # Turn 0 runs a `once` shell command that appends a line to effects.log in the workdir;

@@ -47,8 +47,9 @@ def sessions(ids: list[str]) -> dict[str, Any]:
         out[sid] = {
             "status": rec.status,
             "epoch": rec.epoch,
+            "final_text": rec.final_text,
             "host": hosts.get(rec.executor or "", rec.executor),
-            "kinds": [kind for kind, _payload in events],
+            "events": [[kind, payload] for kind, payload in events],
             "tool_results": [p for kind, p in events if kind == "tool_result"],
         }
     return out
