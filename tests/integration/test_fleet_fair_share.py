@@ -1,6 +1,7 @@
 """A worker claims at most its fair share of a burst on the fleet's queue: the work waiting
 and running, divided by the live workers. The first worker to look took the whole burst
-before (3 of 100 sessions on one worker, 70 on another), its peers finding nothing.
+before (3 of 100 sessions on one worker, 70 on another), its peers finding nothing. What
+its peers leave waiting past STALE_S is anyone's.
 
 One worker runs in this process; its peers are live rows in sd_workers (their leases
 held), so the share it may take is known exactly. Both stores.
@@ -46,6 +47,12 @@ def claimed_by(engine: Engine) -> dict[str, int]:
     return {"mine": mine, "waiting": waiting}
 
 
+def burst(submitter: Host, workdir: Path, task: str) -> None:
+    """BURST sessions handed to the fleet in one transaction."""
+    batch = [SessionRequest(f"{task} {i}", "fake", workdir) for i in range(BURST)]
+    submitter.create_sessions(batch, fleet=True)
+
+
 def test_a_worker_claims_its_share_of_a_burst_and_the_rest_once_its_peers_are_gone(
     store: Store, sd_home: Path, workdir: Path, fake_llm, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -56,9 +63,10 @@ def test_a_worker_claims_its_share_of_a_burst_and_the_rest_once_its_peers_are_go
         gate.wait(60)
         return text("done")
 
-    script = Scripted({"job": Agent([held])})
+    script = Scripted({"job": Agent([held]), "more": Agent([held])})
     fake_llm.set_script(script)
     monkeypatch.setattr(PromptClaims, "PEERS_TTL_S", 0.1)
+    monkeypatch.setattr(PromptClaims, "STALE_S", 600.0)
     settings = dataclasses.replace(load_settings(), lease_seconds=120.0)
     worker = Host(settings, role="worker")
     engine = worker.launch()
@@ -67,8 +75,7 @@ def test_a_worker_claims_its_share_of_a_burst_and_the_rest_once_its_peers_are_go
         peers.register(name, role="worker")
     try:
         submitter = Host()
-        batch = [SessionRequest(f"job {i}", "fake", workdir) for i in range(BURST)]
-        submitter.create_sessions(batch, fleet=True)
+        burst(submitter, workdir, "job")
         assert len(engine.take_handovers()) == BURST
         share = BURST // (len(PEERS) + 1)
         wait_for(lambda: claimed_by(engine)["mine"] >= share, timeout=30, what="its share")
@@ -83,6 +90,20 @@ def test_a_worker_claims_its_share_of_a_burst_and_the_rest_once_its_peers_are_go
             lambda: claimed_by(engine) == {"mine": BURST, "waiting": 0},
             timeout=30,
             what="the rest of the burst",
+        )
+        # Two live peers again and a second burst: this worker holds more than its share
+        # (90 of 180 / 3) and takes none, until the sessions have waited STALE_S.
+        for name in PEERS:
+            peers.register(f"{name}-2", role="worker")
+        burst(submitter, workdir, "more")
+        assert len(engine.take_handovers()) == BURST
+        time.sleep(1.5)
+        assert claimed_by(engine) == {"mine": BURST, "waiting": BURST}
+        monkeypatch.setattr(PromptClaims, "STALE_S", 1.0)
+        wait_for(
+            lambda: claimed_by(engine) == {"mine": 2 * BURST, "waiting": 0},
+            timeout=30,
+            what="the sessions left waiting",
         )
     finally:
         gate.set()

@@ -88,7 +88,8 @@ class PromptClaims:
     claim runs at once) took a whole burst up to its concurrency, and its peers, a poll
     later, found nothing: 3 sessions of 100 on one worker, 70 on another. Every worker
     computes the same share from the same counts, and the shares add up to at least the
-    work, so some worker always has room while sessions wait.
+    work, so some worker always has room while sessions wait; a session left waiting
+    STALE_S (its share's worker full, or gone) is anyone's.
     """
 
     RECENT_S = 1.0
@@ -102,6 +103,10 @@ class PromptClaims:
     # The live workers are counted at most this often (a read of every worker row): one
     # that starts or dies is seen a second later, and its lease takes longer than that.
     PEERS_TTL_S = 1.0
+    # A session still waiting this long after it was queued is anyone's: its peers had a
+    # hundred polls to take their share, and a fleet whose workers differ in concurrency
+    # (one full at its limit) must not leave sessions waiting beside a worker with room.
+    STALE_S = 5.0
 
     def __init__(self, dbos: Any, peers: Callable[[], int] | None = None) -> None:
         self.dbos = dbos
@@ -157,28 +162,33 @@ class PromptClaims:
         peers = self._peer_count[1]
         if peers == 1:
             return None
-        waiting, started, mine = self._queue_counts(executor_id)
+        waiting, stale, started, mine = self._queue_counts(executor_id)
         if waiting == 0:
             return 0  # nothing to claim: the claim's own transaction is saved too
         # What the store says this worker runs counts too: a workflow claimed more than
         # RECENT_S ago that has not begun here yet is in neither count of _running.
-        return math.ceil((waiting + started) / peers) - max(running, mine)
+        share = math.ceil((waiting + started) / peers) - max(running, mine)
+        return max(share, stale)
 
-    def _queue_counts(self, executor_id: str) -> tuple[int, int, int]:
-        """The fleet queue's workflows waiting (ENQUEUED), started (PENDING) on any worker,
-        and started on this one."""
+    def _queue_counts(self, executor_id: str) -> tuple[int, int, int, int]:
+        """The fleet queue's workflows waiting (ENQUEUED), of them those waiting longer
+        than STALE_S, those started (PENDING) on any worker, and on this one."""
         ws = self.sys_db.tables.workflow_status
         here = ws.c.executor_id == executor_id
+        old = ws.c.updated_at < self.sys_db._now_ms_sql() - int(self.STALE_S * 1000)
         with self.sys_db.engine.connect() as conn:
             rows = conn.execute(
-                sa.select(ws.c.status, here, sa.func.count())
+                sa.select(
+                    ws.c.status, here, sa.func.count(), sa.func.sum(sa.case((old, 1), else_=0))
+                )
                 .where(ws.c.queue_name == SESSIONS_QUEUE, ws.c.status.in_(("ENQUEUED", "PENDING")))
                 .group_by(ws.c.status, here)
             ).all()
-        waiting = sum(n for status, _mine, n in rows if status == "ENQUEUED")
-        started = sum(n for status, _mine, n in rows if status == "PENDING")
-        mine = sum(n for status, is_mine, n in rows if status == "PENDING" and is_mine)
-        return waiting, started, mine
+        waiting = sum(n for status, _mine, n, _old in rows if status == "ENQUEUED")
+        stale = sum(int(o or 0) for status, _mine, _n, o in rows if status == "ENQUEUED")
+        started = sum(n for status, _mine, n, _old in rows if status == "PENDING")
+        mine = sum(n for status, is_mine, n, _old in rows if status == "PENDING" and is_mine)
+        return waiting, stale, started, mine
 
     def _is_latest(self, app_version: str) -> bool:
         """DBOS's latest-version answer, asked again after LATEST_VERSION_TTL_S (caller
