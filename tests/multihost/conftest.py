@@ -32,6 +32,8 @@ REPO = Path(__file__).resolve().parents[2]
 PG_PORT = 5432
 LLM_PORT = 8399
 WORKDIR = f"{ROOT}/work/proj"
+# The planner's git repository, for dispatches whose branch comes back to it.
+PLANNER_REPO = f"{ROOT}/work/repo"
 LEASE_S = "3"
 WORKER_LINE = re.compile(r"^worker (\S+) on ", re.MULTILINE)
 START_TIMEOUT_S = 60.0
@@ -155,6 +157,15 @@ def _prepare_host(host: NsHost, logs: Path, slow: float | None, reply: str) -> N
     )  # fmt: skip
 
 
+def _planner_repo(planner: NsHost) -> None:
+    """A git repository with one commit in the planner's work root."""
+    planner.write(f"{PLANNER_REPO}/app.py", "def main() -> int:\n    return 41\n")
+    git = ["git", "-C", PLANNER_REPO, "-c", "user.name=planner", "-c", "user.email=p@lab"]
+    planner.run(["git", "init", "-q", "-b", "main", PLANNER_REPO])
+    planner.run([*git, "add", "-A"])
+    planner.run([*git, "commit", "-q", "-m", "the planner's project"])
+
+
 def _lab_env() -> dict[str, str]:
     bin_dirs = [str(Path(sys.executable).parent), "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
     return {
@@ -183,6 +194,7 @@ def lab_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabFleet]:
             lab.add_host(name, 12 + i)
         url = _start_postgres(db, logs)
         _prepare_host(planner, logs, None, "")
+        _planner_repo(planner)
         _prepare_host(lab.hosts["b"], logs, 8.0, "late from b")
         for name in ("c", "d"):
             _prepare_host(lab.hosts[name], logs, 0.0, f"finished on {name}")
