@@ -42,6 +42,24 @@ START_TIMEOUT_S = 60.0
 EFFECT = ["sh", "-c", "echo ran >> effects.log"]
 
 
+def code_turns(answer: int, slow: float) -> list[dict[str, Any]]:
+    """A code-mode dispatch: write app.py (main returns `answer`), then submit its result
+    after `slow` seconds."""
+    write = {"path": "app.py", "content": f"def main() -> int:\n    return {answer}\n"}
+    result = {
+        "status": "complete",
+        "files_changed": ["app.py"],
+        "validation": {"commands": [], "passed": True},
+        "reuse": "none",
+        "remaining_risks": "none known",
+    }
+    submit = {"name": "submit_result", "arguments": {"result": result}}
+    return [
+        {"tool_calls": [{"name": "write_file", "arguments": write}]},
+        {"tool_calls": [submit], "delay": slow},
+    ]
+
+
 def llm_script(slow: float, reply: str) -> str:
     """The fake LLM's script on one worker host."""
     step = [{"tool_calls": [{"name": "shell", "arguments": {"argv": EFFECT}}]}]
@@ -51,6 +69,8 @@ def llm_script(slow: float, reply: str) -> str:
                 {"match": "burst job", "turns": [{"text": "done", "delay": 0.2}]},
                 {"match": "kill job", "turns": [*step, {"text": reply, "delay": slow}]},
                 {"match": "cut job", "turns": [*step, {"text": reply, "delay": slow}]},
+                {"match": "deliver job", "turns": code_turns(42, 0.0)},
+                {"match": "restore job", "turns": code_turns(43, slow)},
             ]
         }
     )

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 import time
 
 import pytest
 
-from tests.multihost.conftest import WORKDIR, LabFleet
+from tests.multihost.conftest import PLANNER_REPO, WORKDIR, LabFleet
 
 pytestmark = [pytest.mark.multihost, pytest.mark.fleet]
 
@@ -107,13 +108,95 @@ def test_a_host_cut_off_is_taken_over_and_its_late_answers_land_nowhere(
     assert (effects(lab_fleet, "b"), effects(lab_fleet, "c")) == (before[0] + 2, before[1])
 
 
-@pytest.mark.skip(
-    reason="waits for issue 36's workspaces (branch wip/workspace): a session's files "
-    "captured in the store at submission and after each step, materialised by the worker "
-    "that runs it, and a code-mode dispatch delivering branch swarmdeck/<run> to the "
-    "planner's repo; none of it has landed yet"
+def git(lab_fleet: LabFleet, *args: str) -> str:
+    """A git command in the planner's repository; its output."""
+    return lab_fleet.host("planner").run(["git", "-C", PLANNER_REPO, *args]).stdout
+
+
+# Issue 36's workspaces (branch wip/workspace) bring `dispatch --deliver`: until then these
+# two skip, saying what they wait for.
+WAITS_FOR = (
+    "waits for issue 36's workspaces (branch wip/workspace): the session's files kept in "
+    "the store and materialised by the worker that runs it, and a code-mode dispatch "
+    "delivering branch swarmdeck/<run> to the planner's repo (`dispatch --deliver`)"
 )
-def test_a_dispatch_from_the_planner_runs_on_b_and_its_branch_comes_back() -> None:
-    """Planned: `swarmdeck dispatch --mode code` in the planner's repo (only b serving) ends
-    with branch swarmdeck/<run> in that repo, and a takeover by c restores the workspace as
-    of the last journaled step."""
+
+
+@pytest.fixture
+def workspaces(lab_fleet: LabFleet) -> LabFleet:
+    """The lab, where this swarmdeck delivers a dispatch's branch; else the test skips."""
+    helped = lab_fleet.host("planner").run(
+        [sys.executable, "-m", "swarmdeck", "dispatch", "--help"]
+    )
+    if "--deliver" not in helped.stdout:
+        pytest.skip(WAITS_FOR)
+    return lab_fleet
+
+
+def dispatch_argv(task: str) -> list[str]:
+    """A code-mode dispatch in the planner's repository."""
+    return [
+        sys.executable, "-m", "swarmdeck", "dispatch", "--provider", "fake", "--mode", "code",
+        "--workdir", PLANNER_REPO, "--task", task,
+    ]  # fmt: skip
+
+
+def delivered(lab_fleet: LabFleet) -> dict[str, str]:
+    """The branches swarmdeck delivered to the planner's repo, with their app.py."""
+    names = git(lab_fleet, "branch", "--list", "swarmdeck/*", "--format=%(refname:short)")
+    return {b: git(lab_fleet, "show", f"{b}:app.py") for b in names.split()}
+
+
+def only_b_serves(lab_fleet: LabFleet) -> None:
+    """Stop every worker but b's (started if it is not running)."""
+    for name in [n for n in ("c", "d") if n in lab_fleet.workers]:
+        lab_fleet.stop_worker(name)
+    if "b" not in lab_fleet.workers:
+        lab_fleet.start_workers("b")
+
+
+def test_a_dispatch_from_the_planner_runs_on_b_and_its_branch_comes_back(
+    workspaces: LabFleet,
+) -> None:
+    only_b_serves(workspaces)
+    before = delivered(workspaces)
+    out = workspaces.host("planner").run(dispatch_argv("deliver job: make main return 42"))
+    started, verdict = (json.loads(line) for line in out.stdout.splitlines()[-2:])
+    assert verdict["verdict"] == "completed", verdict
+    report = workspaces.probe("sessions", started["session_id"])
+    assert report[started["session_id"]]["host"] == "b", report
+    new = {b: text for b, text in delivered(workspaces).items() if b not in before}
+    assert len(new) == 1 and "return 42" in next(iter(new.values())), new
+    # The planner's own checkout is untouched: the change is on the branch.
+    assert "return 41" in git(workspaces, "show", "HEAD:app.py")
+
+
+def test_a_takeover_restores_the_files_as_of_the_last_journaled_step(
+    workspaces: LabFleet,
+) -> None:
+    only_b_serves(workspaces)
+    before = delivered(workspaces)
+    planner = workspaces.host("planner")
+    proc = planner.popen(
+        dispatch_argv("restore job: make main return 43"), workspaces.logs / "restore.log"
+    )
+    # b wrote app.py and journaled the step; its next turn waits 8 s on b's model.
+    wait_until_tool = (
+        "import json, sys; from tests.multihost.probe import catalog; "
+        "print(json.dumps([s.id for s in catalog().list_sessions() if 'restore job' in s.task]))"
+    )
+    deadline = time.monotonic() + 30
+    ids: list[str] = []
+    while not ids:
+        assert time.monotonic() < deadline, "the restore dispatch never started"
+        ids = json.loads(planner.run([sys.executable, "-c", wait_until_tool]).stdout)
+    mid = workspaces.probe("wait", json.dumps(ids), "tool", "30")
+    assert mid["ready"] and host_of(mid) == {ids[0]: "b"}, mid
+    workspaces.start_workers("c")
+    workspaces.stop_worker("b", signal.SIGKILL)
+    assert proc.wait(timeout=60) == 0, (workspaces.logs / "restore.log").read_text()
+    report = workspaces.probe("sessions", *ids)
+    assert report[ids[0]]["host"] == "c" and report[ids[0]]["epoch"] == 2, report
+    new = {b: text for b, text in delivered(workspaces).items() if b not in before}
+    # c never wrote app.py: what the branch holds is b's step, restored from the store.
+    assert len(new) == 1 and "return 43" in next(iter(new.values())), new
