@@ -47,7 +47,7 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     """Whether a process runs (a zombie, killed and not yet reaped by its parent, does not)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -63,7 +63,7 @@ def _kill_netns(name: str) -> None:
         with contextlib.suppress(ProcessLookupError, ValueError):
             os.kill(int(pid), signal.SIGKILL)
     deadline = time.monotonic() + 10
-    while any(_alive(int(p)) for p in pids) and time.monotonic() < deadline:
+    while any(process_alive(int(p)) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.02)
     _ip("netns", "del", name, check=False)
 
@@ -76,7 +76,7 @@ def reap_leftovers() -> list[str]:
         if not name.startswith(PREFIX):
             continue
         owner = name[len(PREFIX) :].split("-", 1)[0]
-        if owner.isdigit() and not _alive(int(owner)):
+        if owner.isdigit() and not process_alive(int(owner)):
             _kill_netns(name)
             reaped.append(name)
     return reaped
