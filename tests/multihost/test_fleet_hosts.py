@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from swarmdeck.runtime.engine.claims import PromptClaims
 from tests.multihost.conftest import PLANNER_REPO, WORKDIR, LabFleet
 
 pytestmark = [pytest.mark.multihost, pytest.mark.fleet]
@@ -30,6 +31,8 @@ def host_of(report: dict) -> dict[str, str]:
 
 def test_a_burst_spreads_over_three_worker_hosts(lab_fleet: LabFleet) -> None:
     lab_fleet.start_workers("b", "c", "d")
+    # Each worker counts its live peers once a second: let all three have seen the others.
+    time.sleep(PromptClaims.PEERS_TTL_S)
     ids = lab_fleet.probe("submit", "burst job", str(BURST))
     report = lab_fleet.probe("wait", json.dumps(ids), "done", "60")
     assert report["ready"], "the burst did not complete within 60 s"
