@@ -27,7 +27,7 @@ from swarmdeck.testing.script import FakeRequest, Reply
 from tests.conftest import Store, write_provider
 from tests.integration.test_sessions_support import Agent, Scripted, text, wait_for
 
-BURST = 90
+BURST = 30
 PEERS = ("peer-b", "peer-c")
 
 
@@ -92,7 +92,7 @@ def test_a_worker_claims_its_share_of_a_burst_and_the_rest_once_its_peers_are_go
             what="the rest of the burst",
         )
         # Two live peers again and a second burst: this worker holds more than its share
-        # (90 of 180 / 3) and takes none, until the sessions have waited STALE_S.
+        # (30 of 60 / 3) and takes none, until the sessions have waited STALE_S.
         for name in PEERS:
             peers.register(f"{name}-2", role="worker")
         burst(submitter, workdir, "more")
@@ -105,6 +105,10 @@ def test_a_worker_claims_its_share_of_a_burst_and_the_rest_once_its_peers_are_go
             timeout=30,
             what="the sessions left waiting",
         )
+        # Every claimed session began here before the engine stops (one claimed a moment
+        # before would have its start dropped with the engine's loop).
+        active = dbos_instance()._active_workflows_set
+        wait_for(lambda: active.count_for_queue(SESSIONS_QUEUE) == 2 * BURST, timeout=30)
     finally:
         gate.set()
         worker.shutdown()
