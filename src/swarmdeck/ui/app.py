@@ -22,6 +22,7 @@ from swarmdeck.catalog.catalog import Catalog
 from swarmdeck.catalog.workers import WorkerRegistry
 from swarmdeck.runtime.session_actions import SessionActions
 from swarmdeck.ui.dialogs import ArtifactDialog
+from swarmdeck.ui.fleet_screen import FleetScreen
 from swarmdeck.ui.inspector import Inspector, inspector_body
 from swarmdeck.ui.session_keys import SessionKeys
 from swarmdeck.ui.session_list import SessionList, header_text
@@ -105,6 +106,8 @@ class DeckApp(SessionKeys, App[None]):
         Binding("y", "copy_id", "copy"),
         Binding("p", "parent", "parent"),
         Binding("i", "child", "child"),
+        # Not in the footer, which has no room left at 140 columns: README lists it.
+        Binding("w", "fleet", "fleet", show=False),
         # Before the screen's own tab (focus next), so the footer shows it.
         Binding("tab", "switch_pane", "pane", priority=True),
         Binding("q", "quit", "quit"),
@@ -435,3 +438,7 @@ class DeckApp(SessionKeys, App[None]):
             self.notify("this session has no artifacts", severity="warning")
             return
         self.push_screen(ArtifactDialog(detail.artifacts))
+
+    def action_fleet(self) -> None:
+        """Open the fleet view: hosts, their workers and the sessions each holds."""
+        self.push_screen(FleetScreen(self.catalog, self.registry))

@@ -1,6 +1,7 @@
 """The fleet at a glance, for `swarmdeck workers` and the portal's fleet page: the live
 executors grouped by host, the sessions each runs, the hand-over queue, takeovers in the
-last hour and the spend per model since midnight."""
+last hour and the spend per model since midnight; for the TUI's fleet view, the sessions
+each executor holds."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from swarmdeck.catalog.catalog import Catalog
+from swarmdeck.catalog.overview import Overview
+from swarmdeck.catalog.records import SessionRecord
 from swarmdeck.catalog.supervisors import SupervisorRegistry
 from swarmdeck.catalog.workers import WorkerRegistry
 
@@ -105,3 +108,16 @@ def fleet_summary(catalog: Catalog, registry: WorkerRegistry) -> FleetSummary:
         spend_today=dict(sorted(usage.by_model.items())),
         spend_today_usd=usage.cost_usd,
     )
+
+
+def held_sessions(catalog: Catalog, summary: FleetSummary) -> dict[str, list[SessionRecord]]:
+    """The sessions not yet ended that each executor of the summary holds, oldest first:
+    the leaves of the TUI's fleet view (hosts, their workers, the sessions each runs)."""
+    executors = {w["executor_id"] for host in summary.hosts for w in host.workers}
+    held: dict[str, list[SessionRecord]] = {e: [] for e in executors}
+    for record in Overview(catalog).sessions(catalog.live_session_ids()):
+        if record.executor in held:
+            held[record.executor].append(record)
+    for records in held.values():
+        records.sort(key=lambda r: r.created_at)
+    return held

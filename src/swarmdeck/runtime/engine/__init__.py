@@ -16,6 +16,9 @@ per-worker and global concurrency. Two pieces DBOS lacks are added beside it, he
   session handed to it enqueues it and then claims from the queue at once itself, through
   DBOS's own claim, so the queue's limits hold and the session does not wait for the poll
   (see _PromptClaims).
+- a fair share. DBOS lets a worker claim up to its concurrency; here each claim is bounded
+  by the worker's share of the queue's work among the live workers (claims.py), so the
+  worker that hears of a burst first does not take all of it.
 - fencing. A worker that was only paused comes back still running its sessions. DBOS
   already refuses its engine steps (each execution owns its workflow by a token); the
   session's own journal lives in the catalog, where each execution writes under an epoch
@@ -176,10 +179,15 @@ class Engine:
             launch_serving(self._register_queue)
         self._launched = True
         if self.serve_queue:
-            self._prompt = PromptClaims(dbos_instance())
+            self._prompt = PromptClaims(dbos_instance(), self._serving_peers)
         # Slots a crashed worker held (mid-call, or kept between calls) are free again now,
         # whether or not this process takes over its sessions.
         self.services.limiter.free_slots_of(self.workers.crashed())
+
+    def _serving_peers(self) -> int:
+        """The live processes that share the fleet's queue's work: the fleet's workers,
+        and this process when it only lends a hand."""
+        return len(self.workers.alive("worker")) + (self.role != "worker")
 
     def _register_queue(self) -> None:
         """Register the fleet's queue with this worker's limits (DBOS launched)."""

@@ -4,12 +4,14 @@ and claims from it at once, within its limits, beside DBOS's queue thread."""
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import sqlalchemy as sa
 from dbos import DBOS
 from dbos._core import execute_dequeued_workflow
 from dbos._utils import GlobalParams, generate_uuid
@@ -79,6 +81,15 @@ class PromptClaims:
     claimed workflow counts as running only once it was dispatched), so every claim on the
     fleet's queue is wrapped here: under one lock, and counting the claims of the last
     second not yet seen running (over-counting only defers a claim to the next poll).
+
+    Each claim is also bounded by this worker's fair share of the queue's work: the
+    sessions waiting and running on it, divided by the live workers (`peers`), less those
+    it runs. Without the bound the first worker to look (the one NOTIFY woke, whose prompt
+    claim runs at once) took a whole burst up to its concurrency, and its peers, a poll
+    later, found nothing: 3 sessions of 100 on one worker, 70 on another. Every worker
+    computes the same share from the same counts, and the shares add up to at least the
+    work, so some worker always has room while sessions wait; a session left waiting
+    STALE_S (its share's worker full, or gone) is anyone's.
     """
 
     RECENT_S = 1.0
@@ -89,14 +100,23 @@ class PromptClaims:
     # version registered since is seen this much later, as DBOS's queue thread already
     # does for a sharded store (once a poll).
     LATEST_VERSION_TTL_S = 5.0
+    # The live workers are counted at most this often (a read of every worker row): one
+    # that starts or dies is seen a second later, and its lease takes longer than that.
+    PEERS_TTL_S = 1.0
+    # A session still waiting this long after it was queued is anyone's: its peers had a
+    # hundred polls to take their share, and a fleet whose workers differ in concurrency
+    # (one full at its limit) must not leave sessions waiting beside a worker with room.
+    STALE_S = 5.0
 
-    def __init__(self, dbos: Any) -> None:
+    def __init__(self, dbos: Any, peers: Callable[[], int] | None = None) -> None:
         self.dbos = dbos
         self.sys_db = dbos._sys_db
         self._claim = self.sys_db.start_queued_workflows
         self._lock = threading.Lock()
         self._recent: dict[str, float] = {}
         self._latest: tuple[str, float, bool] | None = None
+        self._peers = peers
+        self._peer_count: tuple[float, int] | None = None
         self.sys_db.start_queued_workflows = self._locked_claim
 
     def _locked_claim(
@@ -115,6 +135,12 @@ class PromptClaims:
             )
         with self._lock:
             running = max(local_running_count, self._running())
+            room = self._fair_room(queue, executor_id, running)
+            if room is not None:
+                if room <= 0:
+                    return [], "worker_concurrency"
+                # DBOS claims up to its worker limit less the running count it is given.
+                running = max(running, queue._worker_concurrency - room)
             if kwargs.get("is_latest_version") is None:
                 kwargs["is_latest_version"] = self._is_latest(app_version)
             ids, reason = self._claim(
@@ -123,6 +149,46 @@ class PromptClaims:
             now = time.monotonic()
             self._recent.update(dict.fromkeys(ids, now))
             return ids, reason
+
+    def _fair_room(self, queue: Any, executor_id: str, running: int) -> int | None:
+        """How many more sessions this worker may claim now: its fair share of the queue's
+        work less what it runs (caller holds the lock); None when no bound applies (no
+        peers, no worker limit to express it through, or a sharded store)."""
+        if self._peers is None or queue._worker_concurrency is None or self.sys_db.sharded:
+            return None
+        now = time.monotonic()
+        if self._peer_count is None or now > self._peer_count[0]:
+            self._peer_count = (now + self.PEERS_TTL_S, max(1, self._peers()))
+        peers = self._peer_count[1]
+        if peers == 1:
+            return None
+        waiting, stale, started, mine = self._queue_counts(executor_id)
+        if waiting == 0:
+            return 0  # nothing to claim: the claim's own transaction is saved too
+        # What the store says this worker runs counts too: a workflow claimed more than
+        # RECENT_S ago that has not begun here yet is in neither count of _running.
+        share = math.ceil((waiting + started) / peers) - max(running, mine)
+        return max(share, stale)
+
+    def _queue_counts(self, executor_id: str) -> tuple[int, int, int, int]:
+        """The fleet queue's workflows waiting (ENQUEUED), of them those waiting longer
+        than STALE_S, those started (PENDING) on any worker, and on this one."""
+        ws = self.sys_db.tables.workflow_status
+        here = ws.c.executor_id == executor_id
+        old = ws.c.updated_at < self.sys_db._now_ms_sql() - int(self.STALE_S * 1000)
+        with self.sys_db.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(
+                    ws.c.status, here, sa.func.count(), sa.func.sum(sa.case((old, 1), else_=0))
+                )
+                .where(ws.c.queue_name == SESSIONS_QUEUE, ws.c.status.in_(("ENQUEUED", "PENDING")))
+                .group_by(ws.c.status, here)
+            ).all()
+        waiting = sum(n for status, _mine, n, _old in rows if status == "ENQUEUED")
+        stale = sum(int(o or 0) for status, _mine, _n, o in rows if status == "ENQUEUED")
+        started = sum(n for status, _mine, n, _old in rows if status == "PENDING")
+        mine = sum(n for status, is_mine, n, _old in rows if status == "PENDING" and is_mine)
+        return waiting, stale, started, mine
 
     def _is_latest(self, app_version: str) -> bool:
         """DBOS's latest-version answer, asked again after LATEST_VERSION_TTL_S (caller
