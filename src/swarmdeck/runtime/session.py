@@ -6,6 +6,7 @@ Between turns a persistent session idles on its inbox (and its cron); a one-shot
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from swarmdeck.catalog import fence
@@ -52,6 +53,13 @@ async def run_session(session_id: str, generation: int, d: Durable) -> dict[str,
     fence.enter(session_id, epoch)
     if info["terminal"]:
         return {"status": info["status"], "reason": "already finished"}
+    unseen = workdir_unseen(session_id)
+    if unseen is not None:
+        # Never in the wrong directory: a worker that cannot see the session's workdir
+        # (another host, no shared filesystem) refuses it, saying where and which.
+        ending = Ending("failed", "", unseen, WORKDIR_UNSEEN, generation)
+        await end_session(session_id, info.get("parent_id") is not None, ending)
+        return {"status": "failed", "reason": WORKDIR_UNSEEN}
     kind = info["options"].get(KIND_OPTION)
     loop = None if kind else SessionLoop(d, session_id, info)
     try:
@@ -73,6 +81,22 @@ async def run_session(session_id: str, generation: int, d: Durable) -> dict[str,
         # Taken over by another worker while this one was paused: it runs the session
         # now. Stop here, quietly: no end, no error, nothing written.
         return {"status": SUPERSEDED, "reason": "taken over by another worker"}
+
+
+WORKDIR_UNSEEN = "workdir_unseen"
+
+
+def workdir_unseen(session_id: str) -> str | None:
+    """Why this host cannot run the session in its workdir (None: it can)."""
+    svc = services()
+    workdir = Path(svc.session_identity(session_id).workdir)
+    if workdir.is_dir():
+        return None
+    return (
+        f"host {svc.settings.hostname} cannot see the session's workdir {workdir}: a worker "
+        "runs a session in the directory it was submitted in, so every worker must see that "
+        "path (a shared filesystem); start workers where they do, or run it with --local"
+    )
 
 
 async def _run_kind(
