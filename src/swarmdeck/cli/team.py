@@ -112,12 +112,13 @@ def show(
         console.print(f"note: {note}", markup=False)
 
 
+ReplaceOpt = Annotated[bool, typer.Option("--force", help="Replace a saved team of that name.")]
+
+
 @team_app.command("save", cls=HumanCommand)
 def save(
     file: Annotated[Path, typer.Argument(help="A team file (YAML, or llmcode's JSON).")],
-    force: Annotated[
-        bool, typer.Option("--force", help="Replace a saved team of that name.")
-    ] = False,
+    force: ReplaceOpt = False,
 ) -> None:
     """Check a team file and save it among the user's teams, under its name."""
     from swarmdeck.swarm.team import save_team

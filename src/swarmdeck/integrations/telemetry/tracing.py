@@ -153,8 +153,11 @@ class OtelTracing(Tracing):
         meter_provider: Any = None,
     ) -> None:
         from opentelemetry import trace
+        from opentelemetry.trace import SpanKind
 
         self._trace = trace
+        # The span kinds, imported once: the SDK is an extra, imported only when tracing.
+        self.kinds = SpanKind
         self.provider = provider
         self.tracer = provider.get_tracer("swarmdeck")
         self.redact = redact
@@ -187,7 +190,6 @@ class OtelTracing(Tracing):
 
     @contextmanager
     def session(self, info: SessionInfo) -> Iterator[None]:
-        from opentelemetry.trace import SpanKind
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
         parent = None
@@ -205,13 +207,11 @@ class OtelTracing(Tracing):
             GENERATION: info.generation,
             PARENT: info.parent_id,
         }
-        with self._span(name, SpanKind.INTERNAL, attrs, parent):
+        with self._span(name, self.kinds.INTERNAL, attrs, parent):
             yield
 
     @contextmanager
     def turn(self, info: TurnInfo) -> Iterator[TurnRecorder]:
-        from opentelemetry.trace import SpanKind
-
         attrs = {
             OPERATION: "chat",
             PROVIDER: info.provider,
@@ -220,13 +220,11 @@ class OtelTracing(Tracing):
             TURN: info.turn,
             PURPOSE: info.purpose,
         }
-        with self._span(f"chat {info.model}", SpanKind.CLIENT, attrs) as span:
+        with self._span(f"chat {info.model}", self.kinds.CLIENT, attrs) as span:
             yield _OtelTurn(self, span, info)
 
     @contextmanager
     def tool(self, info: ToolInfo) -> Iterator[ToolRecorder]:
-        from opentelemetry.trace import SpanKind
-
         attrs = {
             OPERATION: "execute_tool",
             TOOL_NAME: info.name,
@@ -236,7 +234,7 @@ class OtelTracing(Tracing):
             CONVERSATION: info.session_id,
             TOOL_ARGUMENTS: info.arguments if self.capture_content else None,
         }
-        with self._span(f"execute_tool {info.name}", SpanKind.INTERNAL, attrs) as span:
+        with self._span(f"execute_tool {info.name}", self.kinds.INTERNAL, attrs) as span:
             yield _OtelTool(self, span)
 
     @contextmanager
