@@ -107,8 +107,8 @@ def demo() -> None:
     question = asyncio.run(go())
     _summary(console, host, record.id, project)
     console.print(
-        f"\nsession [bold]{question}[/] is waiting for [bold magenta]your answer[/]: open "
-        "[bold]swarmdeck tui[/] (press n for what needs you, then a to answer)"
+        f"\nsession [bold]{question}[/] is waiting for [bold magenta]your answer[/]:\n"
+        "open [bold]swarmdeck tui[/], press n for what needs you, then a to answer"
     )
 
 
@@ -162,13 +162,17 @@ def _summary(console: Console, host: Host, session_id: str, project: Path) -> No
         console.print(Panel(json.dumps(session.result, indent=2), title="submitted result"))
     console.print(
         f"session [bold]{session.id}[/] · status [bold green]{session.status}[/] · "
-        f"{usage.turns} model turns · {TokenFigures.of(usage).line()}\n"
-        f"transcript: [bold]swarmdeck sessions show {session.id}[/]   "
-        f"tree: [bold]swarmdeck sessions tree {session.id}[/]\n"
-        f"(stored in {host.settings.store_url.removeprefix('sqlite:///')})\n"
-        f"next: point swarmdeck at a real provider — `swarmdeck key set {NEXT_PROVIDER}`, then\n"
-        f'      `swarmdeck run "explain this repo" --model {_real_model(host)} --workdir .`'
+        f"{usage.turns} model turns\n{TokenFigures.of(usage).line()}"
     )
+    # A command to copy is never broken across lines: one a line, whole (soft_wrap).
+    for line in (
+        f"transcript: [bold]swarmdeck sessions show {session.id}[/]",
+        f"tree:       [bold]swarmdeck sessions tree {session.id}[/]",
+        f"(stored in {host.settings.store_url.removeprefix('sqlite:///')})",
+        f"next: point swarmdeck at a real provider — `swarmdeck key set {NEXT_PROVIDER}`, then",
+        f'      `swarmdeck run "explain this repo" --model {_real_model(host)} --workdir .`',
+    ):
+        console.print(line, soft_wrap=True)
 
 
 def _real_model(host: Host) -> str:
