@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import collections
 import contextlib
+import cProfile
 import dataclasses
 import os
 import re
@@ -162,7 +163,11 @@ def main() -> None:
     p.add_argument(
         "--recv-poll", type=float, default=None, help="the engine's recv poll (s), to weigh it"
     )
-    p.add_argument("--profile", default="", help="write a pyinstrument HTML of ours here")
+    p.add_argument(
+        "--profile",
+        default="",
+        help="profile ours into this file: cProfile stats (.pstats), else pyinstrument",
+    )
     p.add_argument(
         "--by-caller", action="store_true", help="count statements by the function issuing them"
     )
@@ -220,7 +225,10 @@ def main() -> None:
                 counter.reset()
                 counter.on = True
                 profiler = None
-                if args.profile and run is ours:
+                if args.profile.endswith(".pstats") and run is ours:
+                    profiler = cProfile.Profile()
+                    profiler.enable()
+                elif args.profile and run is ours:
                     from pyinstrument import Profiler
 
                     profiler = Profiler(async_mode="disabled")
@@ -228,7 +236,10 @@ def main() -> None:
                 cpu0, server0 = time.process_time(), children_cpu()
                 wall = asyncio.run(run())
                 cpu = (time.process_time() - cpu0, children_cpu() - server0)
-                if profiler is not None:
+                if isinstance(profiler, cProfile.Profile):
+                    profiler.disable()
+                    profiler.dump_stats(args.profile)
+                elif profiler is not None:
                     profiler.stop()
                     Path(args.profile).write_text(
                         profiler.output_html()
