@@ -46,8 +46,7 @@ def load_session(session_id: str, generation: int) -> tuple[dict[str, Any], int]
         return {"terminal": True, "status": record.status}, record.epoch
     taken = drain_inbox(session_id, f"g{generation}:start", None, record=True)
     chain = with_ancestors(record)
-    journal = svc.journal(session_id)
-    journal.refresh(svc.catalog)
+    journal = svc.journal(session_id, fresh=True)
     info = {
         # The model ended its last turn and nothing came after it (a rolled-over generation).
         "resting": turns_done > 0 and not taken and model_resting(session_id),

@@ -111,12 +111,14 @@ class Services:
             record = self._records[session_id] = self.catalog.get_session(session_id)
         return record
 
-    def journal(self, session_id: str) -> Journal:
+    def journal(self, session_id: str, fresh: bool = False) -> Journal:
         """The session's transcript as this process last read it (read now if never);
-        callers refresh it where they need what is new."""
+        `fresh` takes in what is new as well (one read either way)."""
         journal = self._journals.get(session_id)
         if journal is None:
             journal = self._journals[session_id] = Journal(session_id)
+            journal.refresh(self.catalog)
+        elif fresh:
             journal.refresh(self.catalog)
         return journal
 
