@@ -44,6 +44,7 @@ def load_session(session_id: str, generation: int) -> tuple[dict[str, Any], int]
     if record.terminal or record.generation != generation:
         # Ended, or superseded by a newer generation before this one ever ran.
         return {"terminal": True, "status": record.status}, record.epoch
+    svc.remember(record)
     taken = drain_inbox(session_id, f"g{generation}:start", None, record=True)
     chain = with_ancestors(record)
     journal = svc.journal(session_id, fresh=True)
