@@ -143,12 +143,13 @@ def dbos_steps(engine, name: str) -> collections.Counter[str]:  # type: ignore[n
     """The recorded operations (steps, sleeps, recvs) of the named workflow's runs, by name."""
     import sqlalchemy as sa
 
+    schema = "dbos." if engine.dialect.name == "postgresql" else ""
     with engine.connect() as conn:
         rows = conn.execute(
             sa.text(
-                "SELECT o.function_name, count(*) FROM operation_outputs o JOIN workflow_status"
-                " w ON o.workflow_uuid = w.workflow_uuid WHERE w.name = :name"
-                " GROUP BY o.function_name"
+                f"SELECT o.function_name, count(*) FROM {schema}operation_outputs o JOIN "
+                f"{schema}workflow_status w ON o.workflow_uuid = w.workflow_uuid "
+                "WHERE w.name = :name GROUP BY o.function_name"
             ),
             {"name": name},
         )
