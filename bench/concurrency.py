@@ -433,8 +433,11 @@ def main() -> None:
     print(
         f"  best: {where}; peak memory of all processes {total:.0f} MiB (goal < {GOAL_MEMORY_MIB})"
     )
-    print(f"  goal: at most {GOAL_RATIO:g}x bare DBOS (sleep + step)")
-    print(f"swarmdeck / bare DBOS (sleep + step): {best.wall / bare_step:.2f}x")
+    print(f"  swarmdeck / bare DBOS (sleep + step): {best.wall / bare_step:.2f}x")
+    ratio = best.wall / floor
+    verdict = "met" if ratio <= GOAL_RATIO else "NOT met"
+    print(f"  goal (issue 35): at most {GOAL_RATIO:g}x the same work on bare DBOS ({verdict})")
+    print(f"swarmdeck / same work on bare DBOS: {ratio:.2f}x")
 
 
 if __name__ == "__main__":

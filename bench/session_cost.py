@@ -5,7 +5,9 @@ Runs N sessions in this process on a fresh SQLite store (as bench/concurrency.py
 commits on the store (SQLAlchemy event hooks on the engine the catalog shares with DBOS),
 DBOS steps (its operation_outputs rows) and LLM requests. The same for bare DBOS's
 N x (sleep + one empty step) in the same run. The figures say where a session's CPU goes;
-the last line is `swarmdeck / bare DBOS, CPU per session: X.XXx`.
+then `swarmdeck / bare DBOS, CPU per session: X.XXx`, the figures against issue 35's goals
+(15 ms CPU, 25 statements, 8 commits), and last
+`per session: X ms CPU, N statements, M commits` (swarmdeck's).
 
     python bench/session_cost.py [--sessions 300] [--wait 1]
 """
@@ -16,6 +18,7 @@ import argparse
 import asyncio
 import collections
 import contextlib
+import cProfile
 import dataclasses
 import os
 import re
@@ -40,6 +43,10 @@ async def _noop() -> None:
     return None
 
 
+# Issue 35's goals per `wait(1)` + one-turn session: CPU ms, statements, commits.
+GOALS = (15.0, 25.0, 8.0)
+
+
 class Counter:
     """SQL statements (by verb and table) and commits on every engine of the process."""
 
@@ -50,6 +57,8 @@ class Counter:
         engine = sa.Engine  # every engine: the catalog's, its no-wait writer's, the limiter's
 
         self.statements: collections.Counter[str] = collections.Counter()
+        self.callers: collections.Counter[str] = collections.Counter()
+        self.by_caller = False
         self.commits = 0
         self.on = False
 
@@ -57,15 +66,31 @@ class Counter:
         def _stmt(conn, cursor, statement, params, context, many):  # type: ignore[no-untyped-def]
             if self.on:
                 self.statements[_shape(statement)] += 1
+                if self.by_caller:
+                    self.callers[f"{_shape(statement)} <- {_caller()}"] += 1
 
         @event.listens_for(engine, "commit")
         def _commit(conn):  # type: ignore[no-untyped-def]
             if self.on:
                 self.commits += 1
+                if self.by_caller:
+                    self.callers[f"COMMIT <- {_caller()}"] += 1
 
     def reset(self) -> None:
         self.statements.clear()
+        self.callers.clear()
         self.commits = 0
+
+
+def _caller() -> str:
+    """The innermost swarmdeck (or DBOS) function that issued the statement."""
+    frame, names = sys._getframe(2), []
+    while frame is not None and len(names) < 3:
+        path = frame.f_code.co_filename
+        if "/swarmdeck/" in path or ("/dbos/" in path and "_sys_db" not in path):
+            names.append(f"{Path(path).stem}.{frame.f_code.co_name}")
+        frame = frame.f_back
+    return " < ".join(names) or "?"
 
 
 def _shape(statement: str) -> str:
@@ -82,8 +107,9 @@ def report(
     wall: float,
     counter: Counter,
     ops: collections.Counter[str],
-) -> float:
-    """Print the figures of one run; returns its CPU ms per session (this process)."""
+) -> tuple[float, float, float]:
+    """Print the figures of one run; returns its (CPU ms, statements, commits) per session
+    (CPU of this process)."""
     stmts = sum(counter.statements.values())
     steps = sum(ops.values())
     print(
@@ -95,7 +121,9 @@ def report(
     print("  DBOS operations: " + ", ".join(f"{k} {v / n:.2f}" for k, v in ops.most_common()))
     for shape, count in counter.statements.most_common(25):
         print(f"    {count / n:6.2f}  {shape}")
-    return cpu[0] * 1000 / n
+    for caller, count in counter.callers.most_common(40):
+        print(f"    {count / n:6.2f}  {caller}")
+    return cpu[0] * 1000 / n, stmts / n, counter.commits / n
 
 
 def children_cpu() -> float:
@@ -115,12 +143,13 @@ def dbos_steps(engine, name: str) -> collections.Counter[str]:  # type: ignore[n
     """The recorded operations (steps, sleeps, recvs) of the named workflow's runs, by name."""
     import sqlalchemy as sa
 
+    schema = "dbos." if engine.dialect.name == "postgresql" else ""
     with engine.connect() as conn:
         rows = conn.execute(
             sa.text(
-                "SELECT o.function_name, count(*) FROM operation_outputs o JOIN workflow_status"
-                " w ON o.workflow_uuid = w.workflow_uuid WHERE w.name = :name"
-                " GROUP BY o.function_name"
+                f"SELECT o.function_name, count(*) FROM {schema}operation_outputs o JOIN "
+                f"{schema}workflow_status w ON o.workflow_uuid = w.workflow_uuid "
+                "WHERE w.name = :name GROUP BY o.function_name"
             ),
             {"name": name},
         )
@@ -130,14 +159,24 @@ def dbos_steps(engine, name: str) -> collections.Counter[str]:  # type: ignore[n
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sessions", type=int, default=300)
+    p.add_argument("--store", default="", help="a store URL (PostgreSQL) instead of SQLite")
     p.add_argument("--wait", type=float, default=1.0)
     p.add_argument(
         "--recv-poll", type=float, default=None, help="the engine's recv poll (s), to weigh it"
     )
-    p.add_argument("--profile", default="", help="write a pyinstrument HTML of ours here")
+    p.add_argument(
+        "--profile",
+        default="",
+        help="profile ours into this file: cProfile stats (.pstats), else pyinstrument",
+    )
+    p.add_argument(
+        "--by-caller", action="store_true", help="count statements by the function issuing them"
+    )
     args = parse_with_quick(p, sessions=10, wait=0.2)
     home = Path(tempfile.mkdtemp(prefix="sd-cost-"))
     os.environ["SWARMDECK_HOME"] = str(home)
+    if args.store:
+        os.environ["SWARMDECK_STORE"] = args.store
     from fake_server import bench_provider, fake_llm_process
 
     from swarmdeck.config import load_settings
@@ -157,6 +196,7 @@ def main() -> None:
         host.services.providers.register(provider)
         host.launch()
         counter = Counter()
+        counter.by_caller = args.by_caller
         try:
 
             async def bare() -> float:
@@ -178,7 +218,7 @@ def main() -> None:
                 await host.services.close_models()
                 return wall
 
-            per_session: dict[str, float] = {}
+            per_session: dict[str, tuple[float, float, float]] = {}
             for name, run, wf in (
                 ("bare DBOS (sleep + step)", bare, "bench.cost.sleep_then_step"),
                 ("swarmdeck (create + wait + 2 turns)", ours, "swarmdeck.session"),
@@ -186,7 +226,10 @@ def main() -> None:
                 counter.reset()
                 counter.on = True
                 profiler = None
-                if args.profile and run is ours:
+                if args.profile.endswith(".pstats") and run is ours:
+                    profiler = cProfile.Profile()
+                    profiler.enable()
+                elif args.profile and run is ours:
                     from pyinstrument import Profiler
 
                     profiler = Profiler(async_mode="disabled")
@@ -194,7 +237,10 @@ def main() -> None:
                 cpu0, server0 = time.process_time(), children_cpu()
                 wall = asyncio.run(run())
                 cpu = (time.process_time() - cpu0, children_cpu() - server0)
-                if profiler is not None:
+                if isinstance(profiler, cProfile.Profile):
+                    profiler.disable()
+                    profiler.dump_stats(args.profile)
+                elif profiler is not None:
                     profiler.stop()
                     Path(args.profile).write_text(
                         profiler.output_html()
@@ -207,8 +253,14 @@ def main() -> None:
                 )
         finally:
             host.shutdown()
-    bare_cpu, ours_cpu = per_session.values()
-    print(f"swarmdeck / bare DBOS, CPU per session: {ours_cpu / bare_cpu:.2f}x")
+    bare, ours = per_session.values()
+    print(f"swarmdeck / bare DBOS, CPU per session: {ours[0] / bare[0]:.2f}x")
+    for what, got, goal, unit in zip(
+        ("CPU", "statements", "commits"), ours, GOALS, ("ms", "", ""), strict=True
+    ):
+        verdict = "met" if got <= goal else "NOT met"
+        print(f"  goal {what} <= {goal:g}{unit}: {got:.1f}{unit} ({verdict})")
+    print(f"per session: {ours[0]:.1f} ms CPU, {ours[1]:.1f} statements, {ours[2]:.1f} commits")
 
 
 if __name__ == "__main__":

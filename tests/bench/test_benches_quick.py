@@ -26,7 +26,7 @@ NUMBER = r"\d+(\.\d+)?"
 # Each bench's closing line (its docstring names it where it has one goal figure).
 CLOSING_LINES = {
     "catalog_calls": rf"catalog / bare driver, geometric mean: {NUMBER}x",
-    "concurrency": rf"swarmdeck / bare DBOS \(sleep \+ step\): {NUMBER}x",
+    "concurrency": rf"swarmdeck / same work on bare DBOS: {NUMBER}x",
     "dispatch": rf"fleet path: startup {NUMBER} ms, verdict {NUMBER} ms",
     "edits": r"edits: (?P<ratio>\d+\.\d)x fewer output tokens than whole-file writes",
     "failover": rf"takeover median: {NUMBER} s",
@@ -35,7 +35,9 @@ CLOSING_LINES = {
     "overhead": rf"with tracing on \(SDK, in-memory exporter\) +[+-]{NUMBER} ms/turn",
     "sandbox": rf"redact 10 KB: .* \({NUMBER}x\)",
     "portal": rf"portal: first page \d+ ms, event \d+ ms, idle {NUMBER} %",
-    "session_cost": rf"swarmdeck / bare DBOS, CPU per session: {NUMBER}x",
+    "scale": rf"scale: \d+ waiting, RSS {NUMBER} MiB, timer p95 {NUMBER} s, "
+    rf"message p95 {NUMBER} ms",
+    "session_cost": rf"per session: {NUMBER} ms CPU, {NUMBER} statements, {NUMBER} commits",
     "swarm": rf"cached share of input: {NUMBER}%, members' first requests on the shared "
     rf"prefix: {NUMBER}%",
     "system_agents": rf"ratios \d+/10: RSS {NUMBER} .*, engine steps {NUMBER}",

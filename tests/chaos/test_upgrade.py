@@ -4,9 +4,12 @@ what a permanent system agent or a cron session needs: they never drain)."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from swarmdeck import __version__
 from swarmdeck.runtime.host import Host, SessionRequest
@@ -64,3 +67,83 @@ def test_a_worker_of_the_next_release_finishes_a_waiting_session(
     assert woke >= nap_began + NAP_S - 0.5
     keys = [e.key for e in catalog.events(sid)]
     assert len(keys) == len(set(keys)), keys
+
+
+# The last commit whose session workflow is format 1 (its wait looked at the inbox twice
+# before it slept): the release before format 2.
+FORMAT_1_COMMIT = "4c985a03b94502ce7ef220f89979e61b47fc2430"
+
+
+def format_1_source(into: Path) -> Path:
+    """The package as that commit had it, for a worker of that release to import."""
+    repo = Path(__file__).resolve().parents[2]
+    if not (repo / ".git").exists() or shutil.which("git") is None:
+        pytest.skip("needs the git history of the repository")
+    found = subprocess.run(
+        ["git", "-C", str(repo), "cat-file", "-e", f"{FORMAT_1_COMMIT}^{{commit}}"],
+        capture_output=True,
+    )
+    if found.returncode != 0:
+        pytest.skip(f"commit {FORMAT_1_COMMIT[:8]} is not in this clone's history")
+    archive = subprocess.run(
+        ["git", "-C", str(repo), "archive", FORMAT_1_COMMIT, "src"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    into.mkdir()
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into / "src"
+
+
+def test_a_wait_of_format_1_replays_unchanged_under_format_2(
+    store: Store, sd_home: Path, workdir: Path, fake_llm, fleet: Fleet
+) -> None:
+    """A worker running the code of the release before (format 1: a second look before the
+    sleep) is killed while a session waits; a worker of this code (format 2: no second
+    look) recovers the wait from the old log and finishes it at its original deadline."""
+    old_src = format_1_source(sd_home.parent / "format-1")
+    write_provider(sd_home, "fake", fake_llm.openai_base_url)
+    script = Scripted({"napper": Agent([calls(call("wait", seconds=NAP_S)), text("napped")])})
+    fake_llm.set_script(script)
+    old = fleet.start("host-a", release=__version__, PYTHONPATH=str(old_src))
+    sid = Host().create_session(SessionRequest("napper", "fake", workdir), fleet=True).id
+    catalog = open_catalog()
+    wait_for(lambda: catalog.get_session(sid).status == "waiting", what="the wait")
+    # Its second look (the engine records a recv as it ends, not as it begins).
+    wait_for(lambda: "mail_at" in engine_steps(store, sid), what="the old wait's look")
+    nap_began = catalog.events(sid, kinds=["assistant"])[0].ts
+    ledger = TurnLedger(script, catalog, fake_llm)
+    fleet.kill(old)
+    ledger.killed()
+    assert catalog.get_session(sid).status == "waiting"
+    # The old release's steps: the wait looked twice before it slept.
+    assert engine_steps(store, sid)[:2] == ["waiting_at", "mail_at"]
+
+    new = fleet.start("host-b")
+    wait_for(
+        lambda: catalog.get_session(sid).status == "completed",
+        timeout=60,
+        what="this release's worker to finish the format-1 session",
+    )
+    record = catalog.get_session(sid)
+    assert (record.final_text, record.executor) == ("napped", new.executor_id)
+    ledger.check()
+    woke = catalog.events(sid, kinds=["assistant"])[1].ts
+    assert woke >= nap_began + NAP_S - 0.5
+    steps = engine_steps(store, sid)
+    assert steps == ["waiting_at", "mail_at", "DBOS.recv", "DBOS.sleep", "mail_at"], steps
+    waited = catalog.events(sid, kinds=["tool_result"])[0]
+    assert waited.payload["content"] == f"waited {NAP_S:g} seconds"
+
+
+def engine_steps(store: Store, workflow: str) -> list[str]:
+    """The names of a workflow's recorded engine steps, in order."""
+    table = "dbos.operation_outputs" if store.is_postgres else "operation_outputs"
+    with open_catalog().engine.connect() as conn:
+        rows = conn.execute(
+            sa.text(
+                f"SELECT function_name FROM {table} WHERE workflow_uuid = :wf ORDER BY function_id"
+            ),
+            {"wf": workflow},
+        )
+        return [str(name) for (name,) in rows]

@@ -123,9 +123,9 @@ async def test_missed_cron_ticks_fire_once_not_one_by_one() -> None:
 async def test_a_wait_records_the_clock_in_its_own_steps(
     store: Store, swarm: Swarm, fake_llm, workdir: Path
 ) -> None:
-    """wait(s) is three engine steps around its sleep: the first sets `waiting`, looks at
-    the inbox and fixes the deadline; one looks again just before the sleep; the one after
-    it looks again and sets `running`. No step of its own for the clock or a status (each
+    """wait(s) is two engine steps around its sleep: the first sets `waiting`, looks at
+    the inbox and fixes the deadline; the one after the sleep looks again and sets
+    `running` (format 1 looked once more just before the sleep). No step of its own for the clock or a status (each
     costs the store two transactions, per session, per wait), and its result is journaled
     in the transcript alone, like any tool call's."""
     fake_llm.set_script(
@@ -143,9 +143,9 @@ async def test_a_wait_records_the_clock_in_its_own_steps(
             {"wf": session.id},
         ).all()
     names = [r.function_name for r in rows]
-    # Its start (status, inbox, clock), a look before the receive and its sleep, the look
-    # that ends it (inbox, clock, status).
-    assert names == ["waiting_at", "mail_at", "DBOS.recv", "DBOS.sleep", "mail_at"], names
+    # Its start (status, inbox, clock), the receive and its sleep, the look that ends it
+    # (inbox, clock, status).
+    assert names == ["waiting_at", "DBOS.recv", "DBOS.sleep", "mail_at"], names
     waited = swarm.host.catalog.events(session.id, kinds=["tool_result"])[0]
     assert waited.payload["content"] == "waited 2 seconds (nap)"
 

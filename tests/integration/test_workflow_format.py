@@ -1,6 +1,8 @@
-"""The session workflow's engine steps are its format (engine.APP_VERSION): a release that
-changes them must rename the format, or the sessions an upgrade finds waiting would be
-replayed against steps they never took. This pins them for the paths every session takes."""
+"""The session workflow's engine steps are its format (engine.WORKFLOW_FORMAT, which each
+workflow records as it starts): a release that changes them must name a new format and keep
+the old path for workflows of the old one, or the sessions an upgrade finds waiting would
+be replayed against steps they never took. This pins them for the paths every session
+takes (tests/chaos/test_upgrade.py replays a wait of format 1)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from swarmdeck.runtime.engine import APP_VERSION
+from swarmdeck.runtime.engine.workflow import WORKFLOW_FORMAT
 from tests.conftest import run_cli, write_provider
 from tests.integration.test_sessions_support import (
     Agent,
@@ -21,11 +23,12 @@ from tests.integration.test_sessions_support import (
 )
 
 # The engine steps of each workflow, by name, in order: the wait for the sub-agent and the
-# wait itself look again after each wake-up, as often as timing makes them.
-FORMAT_1 = {
+# wait itself look again after each wake-up, as often as timing makes them. (Format 1 took
+# one more look, `mail_at`, right after `waiting_at`.)
+FORMAT_2 = {
     "root": r"spawn swarmdeck\.session now children now"
     r"( DBOS\.recv( DBOS\.sleep)? children now)* drain"
-    r" waiting_at( mail_at DBOS\.recv( DBOS\.sleep)?)* mail_at",
+    r" waiting_at( DBOS\.recv( DBOS\.sleep)? mail_at)+",
     "child": r"DBOS\.send",
 }
 
@@ -50,7 +53,7 @@ def engine_steps(store_url: str) -> dict[str, str]:
     }
 
 
-def test_the_session_workflows_engine_steps_are_format_1(
+def test_the_session_workflows_engine_steps_are_format_2(
     sd_home: Path, workdir: Path, fake_llm
 ) -> None:
     write_provider(sd_home, "fake", fake_llm.openai_base_url)
@@ -71,12 +74,13 @@ def test_the_session_workflows_engine_steps_are_format_1(
     res = run_cli(sd_home, "run", "root job", "-m", "fake", "-C", str(workdir), "-q", timeout=120)
     assert res.code == 0, res.stderr
     found = engine_steps(f"sqlite:///{sd_home / 'swarmdeck.sqlite'}")
-    assert set(found) == set(FORMAT_1), found
+    assert set(found) == set(FORMAT_2), found
     changed = {
-        task: steps for task, steps in found.items() if not re.fullmatch(FORMAT_1[task], steps)
+        task: steps for task, steps in found.items() if not re.fullmatch(FORMAT_2[task], steps)
     }
     assert not changed, (
         f"the session workflow's engine steps changed: {changed}. Waiting sessions of "
-        f"{APP_VERSION} would replay against them after an upgrade: give APP_VERSION "
-        "(runtime/engine/workflow.py) a new name, and write the new steps here"
+        f"format {WORKFLOW_FORMAT} would replay against them after an upgrade: raise "
+        "WORKFLOW_FORMAT (runtime/engine/workflow.py), keep the old path for the old "
+        "format, and write the new steps here"
     )

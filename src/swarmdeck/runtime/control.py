@@ -23,6 +23,9 @@ Outcome = tuple[str, bool]
 ANSWER_WAIT_SECONDS = 3600.0
 # The inbox kinds that end a wait early.
 WAIT_KINDS = ["user"]
+# The workflow format (Durable.format) from which a wait sleeps on the look that fixed
+# its deadline; format 1 looked a second time before it slept.
+WAIT_LOOKS_ONCE = 2
 
 _TOOLS = {t.name: t for t in (*CONTROL_TOOLS, BROADCAST_TOOL)}
 
@@ -103,20 +106,33 @@ class ControlTools:
         # the time and for each status change cost each wait three more engine steps.
         look = await self.d.step("waiting_at", tree.wait_look, self.sid, WAIT_KINDS, args.seconds)
         crash_point("wait.sleeping")
-        deadline = look["deadline"]
+        if self.d.format < WAIT_LOOKS_ONCE:
+            look = await self._looks_of_format_1(look, args.seconds)
         while not look["over"]:
-            # A fresh look before each sleep: on a loaded machine (or after a restart) the
-            # deadline may have passed already, and this look ends the wait without one.
+            # Sleep on the last look's answer, then look again (the deadline passed, or the
+            # doorbell rang). After a restart past the deadline the recv returns at once.
+            await self.d.recv_until("doorbell", look["deadline"])
             look = await self.d.step(
-                "mail_at", tree.wait_look, self.sid, WAIT_KINDS, args.seconds, deadline
+                "mail_at", tree.wait_look, self.sid, WAIT_KINDS, args.seconds, look["deadline"]
             )
-            if not look["over"]:
-                await self.d.recv_until("doorbell", deadline)
         why = f" ({args.reason})" if args.reason else ""
         if look["pending"]:
             # A message (from a person, or a parent) ended the wait: it is answered first.
             return f"wait ended early{why}: a message arrived; read it and answer it first", False
         return f"waited {args.seconds:g} seconds{why}", False
+
+    async def _looks_of_format_1(self, look: dict[str, Any], seconds: float) -> dict[str, Any]:
+        """A wait as workflows of format 1 (an earlier release's) took it, so they replay
+        unchanged: a fresh look before each sleep, the first one right after the look that
+        fixed the deadline. Returns the look that ended the wait."""
+        deadline = look["deadline"]
+        while not look["over"]:
+            look = await self.d.step(
+                "mail_at", tree.wait_look, self.sid, WAIT_KINDS, seconds, deadline
+            )
+            if not look["over"]:
+                await self.d.recv_until("doorbell", deadline)
+        return look
 
     async def cron(self, args: Any, _key: str) -> Outcome:
         if args.check is not None and args.check not in self.loop.offered:

@@ -22,6 +22,10 @@ class Durable(Protocol):
     path (drains, waits, children, the clock) is a step here.
     """
 
+    # The format of steps this workflow was started in (engine/workflow.py's
+    # WORKFLOW_FORMAT): code whose steps changed takes the old path for an older format.
+    format: int
+
     async def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
         """Run `fn(*args)` once; after a crash its recorded result is returned instead.
 

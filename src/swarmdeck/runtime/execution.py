@@ -44,10 +44,10 @@ def load_session(session_id: str, generation: int) -> tuple[dict[str, Any], int]
     if record.terminal or record.generation != generation:
         # Ended, or superseded by a newer generation before this one ever ran.
         return {"terminal": True, "status": record.status}, record.epoch
+    svc.remember(record)
     taken = drain_inbox(session_id, f"g{generation}:start", None, record=True)
     chain = with_ancestors(record)
-    journal = svc.journal(session_id)
-    journal.refresh(svc.catalog)
+    journal = svc.journal(session_id, fresh=True)
     info = {
         # The model ended its last turn and nothing came after it (a rolled-over generation).
         "resting": turns_done > 0 and not taken and model_resting(session_id),

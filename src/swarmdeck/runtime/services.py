@@ -111,12 +111,19 @@ class Services:
             record = self._records[session_id] = self.catalog.get_session(session_id)
         return record
 
-    def journal(self, session_id: str) -> Journal:
+    def remember(self, record: SessionRecord) -> None:
+        """Keep a session's record that a step read anyway, for session_identity (its
+        identity fields are immutable): the turn that follows need not read it again."""
+        self._records.setdefault(record.id, record)
+
+    def journal(self, session_id: str, fresh: bool = False) -> Journal:
         """The session's transcript as this process last read it (read now if never);
-        callers refresh it where they need what is new."""
+        `fresh` takes in what is new as well (one read either way)."""
         journal = self._journals.get(session_id)
         if journal is None:
             journal = self._journals[session_id] = Journal(session_id)
+            journal.refresh(self.catalog)
+        elif fresh:
             journal.refresh(self.catalog)
         return journal
 

@@ -59,7 +59,7 @@ def _take_mail(session_id: str, turn: int, inbox: list[str]) -> None:
     """Messages that arrived since the last turn join the conversation (a write)."""
     if drain_inbox(session_id, f"turn:{turn}", inbox, record=True):
         svc = services()
-        svc.journal(session_id).refresh(svc.catalog)
+        svc.journal(session_id, fresh=True)
 
 
 def _prompt(session_id: str, turn: int, extra: list[Tool]) -> dict[str, Any]:

@@ -58,6 +58,7 @@ from swarmdeck.runtime.engine.workflow import (
     ROLES,
     SESSION_WORKFLOW,
     SESSIONS_QUEUE,
+    WORKFLOW_FORMAT,
     advance_generation,
     current_generation,
     dbos_instance,
@@ -304,7 +305,7 @@ class Engine:
             prepare_enqueued_workflow(
                 dbos,
                 session_workflow,
-                (sid, generation),
+                (sid, generation, WORKFLOW_FORMAT),
                 {},
                 queue_name=queue,
                 workflow_id=workflow_id(sid, generation),
@@ -347,7 +348,7 @@ class Engine:
             return
         with SetWorkflowID(wf):
             self._handles[wf] = await DBOS.start_workflow_async(
-                session_workflow, session_id, generation
+                session_workflow, session_id, generation, WORKFLOW_FORMAT
             )
 
     async def next_generation(self, session_id: str) -> None:

@@ -37,6 +37,15 @@ APP_NAME = "swarmdeck"
 APP_VERSION = "swarmdeck-0.1.0"
 
 
+# Within that name, each workflow carries the format it was started in as its third input
+# (DBOS records the inputs, and replays and recovers a workflow with them): a workflow of
+# an earlier release has two inputs and replays format 1's steps, whatever this release
+# starts new sessions in. So a release may change the steps without stranding anyone, as
+# long as the loop keeps taking the old path for the old format (Durable.format).
+# 2: a wait sleeps on its first look's answer, without a second look before the sleep.
+WORKFLOW_FORMAT = 2
+
+
 # The fleet's queue of sessions (DBOS reserves names starting with `_dbos_`).
 SESSIONS_QUEUE = "swarmdeck_sessions"
 
@@ -99,6 +108,9 @@ def quiet_expected_warnings() -> None:
 class _DBOSDurable:
     """The Durable protocol on DBOS primitives."""
 
+    def __init__(self, fmt: int) -> None:
+        self.format = fmt
+
     async def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
         if not inspect.iscoroutinefunction(fn):
             fn = _off_loop(fn)
@@ -121,7 +133,7 @@ class _DBOSDurable:
 
     async def start_child(self, session_id: str) -> None:
         with SetWorkflowID(workflow_id(session_id, 0)):
-            await DBOS.start_workflow_async(session_workflow, session_id, 0)
+            await DBOS.start_workflow_async(session_workflow, session_id, 0, WORKFLOW_FORMAT)
 
     async def send(self, session_id: str, message: Any, topic: str) -> None:
         generation = await current_generation(services(), session_id)
@@ -130,7 +142,7 @@ class _DBOSDurable:
     async def restart_as_new(self, session_id: str, generation: int) -> None:
         nxt = await self.step("next_generation", advance_generation, session_id, generation)
         with SetWorkflowID(workflow_id(session_id, nxt)):
-            await DBOS.start_workflow_async(session_workflow, session_id, nxt)
+            await DBOS.start_workflow_async(session_workflow, session_id, nxt, WORKFLOW_FORMAT)
 
 
 async def current_generation(svc: Services, session_id: str) -> int:
@@ -177,8 +189,9 @@ _running_here: dict[str, asyncio.Task[Any]] = {}
 
 
 @DBOS.workflow(name=SESSION_WORKFLOW)
-async def session_workflow(session_id: str, generation: int) -> dict[str, Any]:
-    """One generation of a session, durably."""
+async def session_workflow(session_id: str, generation: int, fmt: int = 1) -> dict[str, Any]:
+    """One generation of a session, durably, in the steps of format `fmt` (see
+    WORKFLOW_FORMAT: a workflow an earlier release started has no third input)."""
     if _runner is None:
         raise RuntimeError("no session runner: the engine was launched without one")
     wf = workflow_id(session_id, generation)
@@ -186,7 +199,7 @@ async def session_workflow(session_id: str, generation: int) -> dict[str, Any]:
     if task is not None:
         _running_here[wf] = task
     try:
-        return await _runner(session_id, generation, _DBOSDurable())
+        return await _runner(session_id, generation, _DBOSDurable(fmt))
     finally:
         if _running_here.get(wf) is task:
             del _running_here[wf]

@@ -1,0 +1,253 @@
+"""Many waiting sessions in one worker process, and many turns in flight (issue 35).
+
+N sessions wait at once: half on `wait` timers due across a window, half idle on their
+inbox. Measured: the process's RSS per waiting session and in all, how late the timers
+fire (p95), and, while they wait, how long a message sent at --rate per second takes to
+become the model's stored answer (p95; an upper bound of message -> request, the fake model
+answering at once). Then --active one-turn sessions whose model takes 500 ms each run at
+once: the turns in flight, and the event loop's lag (p99) meanwhile. Same run: the bare
+DBOS figure of as many sleeping workflows' RSS.
+
+    python bench/scale.py [--sessions 10000] [--window 60] [--rate 50] [--store URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from quick import parse_with_quick
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+TIMER_BUCKETS = 20
+TURN_LATENCY_S = 0.5
+LAG_TICK_S = 0.01
+GOAL_RSS_MIB_10K = 2048
+GOAL_TIMER_P95_S = 1.0
+GOAL_MESSAGE_P95_MS = 500
+GOAL_IN_FLIGHT = 50
+GOAL_LAG_P99_MS = 50
+
+
+def rss_mib() -> float:
+    """This process's resident memory now."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def p(values: list[float], q: float) -> float:
+    """The q-quantile of values (0 when there are none)."""
+    if len(values) < 2:
+        return values[0] if values else 0.0
+    return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
+
+
+def script(window: float) -> dict:
+    """Timer sessions (one bucket each), inbox sessions, active ones."""
+    timers = [
+        {
+            "match": f"timer-{k:02d} ",
+            "turns": [
+                {"tool_calls": [{"name": "wait", "arguments": {"seconds": delay(k, window)}}]},
+                {"text": "woke"},
+            ],
+        }
+        for k in range(TIMER_BUCKETS)
+    ]
+    inbox = {"match": "inbox ", "turns": [{"text": "ready"}, {"text": "answered"}]}
+    active = {"match": "active ", "turns": [{"text": "busy", "delay": TURN_LATENCY_S}]}
+    return {"scenarios": [*timers, inbox, active]}
+
+
+def delay(bucket: int, window: float) -> float:
+    """When a bucket's timers are due, spread across the window."""
+    return round(window * (bucket + 1) / TIMER_BUCKETS, 3)
+
+
+class LagMeter:
+    """The event loop's lag: how late a 10 ms sleep wakes."""
+
+    def __init__(self) -> None:
+        self.lags: list[float] = []
+        self.task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        while True:
+            t0 = time.perf_counter()
+            await asyncio.sleep(LAG_TICK_S)
+            self.lags.append(time.perf_counter() - t0 - LAG_TICK_S)
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    def stop(self) -> None:
+        assert self.task is not None
+        self.task.cancel()
+
+
+async def until(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    """Poll a predicate (off the loop) until it holds."""
+    end = time.monotonic() + timeout
+    while not await asyncio.to_thread(predicate):
+        if time.monotonic() > end:
+            raise SystemExit(f"timed out waiting for {what}")
+        await asyncio.sleep(0.2)
+
+
+async def waiting_phase(host, args, workdir: Path) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    """Start the waiting sessions, measure memory, messages and timers."""
+    from swarmdeck.runtime.host import SessionRequest
+
+    catalog = host.catalog
+    half = args.sessions // 2
+    before = rss_mib()
+    timers = [
+        host.create_session(
+            SessionRequest(
+                f"timer-{i % TIMER_BUCKETS:02d} ", "bench:scripted", workdir, tool_names=["wait"]
+            )
+        ).id
+        for i in range(half)
+    ]
+    inbox_request = SessionRequest(
+        "inbox ", "bench:scripted", workdir, tool_names=[], options={"one_shot": False}
+    )
+    inboxes = [host.create_session(inbox_request).id for _ in range(args.sessions - half)]
+    started = time.time()
+    for sid in [*timers, *inboxes]:
+        await host.start(sid)
+
+    def all_waiting() -> bool:
+        statuses = [catalog.get_session(s).status for s in [*timers, *inboxes]]
+        return sum(s in ("waiting", "idle", "completed") for s in statuses) == len(statuses)
+
+    await until(all_waiting, args.window + 600, "every session to wait")
+    waiting_rss = rss_mib()
+    print(f"  {args.sessions} sessions started and waiting in {time.time() - started:.1f} s")
+    latencies = []
+    for sid in inboxes:
+        sent = time.time()
+        await asyncio.to_thread(host.send, sid, "hello")
+        await host.ring(sid)  # an in-process engine: the sender rings
+        latencies.append((sid, sent))
+        await asyncio.sleep(1 / args.rate)
+
+    def answered() -> bool:
+        return all(len(catalog.events(s, kinds=["assistant"])) >= 2 for s, _ in latencies)
+
+    await until(answered, 600, "every message's answer")
+    message_ms = [
+        (catalog.events(s, kinds=["assistant"])[1].ts - sent) * 1000 for s, sent in latencies
+    ]
+    await until(
+        lambda: all(catalog.get_session(s).terminal for s in timers),
+        args.window + 600,
+        "every timer",
+    )
+    late = []
+    for sid in timers:
+        asked = catalog.events(sid, kinds=["assistant"])[0]
+        seconds = float(json.loads(asked.payload["tool_calls"][0]["arguments"])["seconds"])
+        woke = catalog.events(sid, kinds=["tool_result"])[0].ts
+        late.append(max(0.0, woke - asked.ts - seconds))
+    return {
+        "rss": waiting_rss,
+        "per_session_kib": (waiting_rss - before) * 1024 / args.sessions,
+        "timer_p95": p(late, 0.95),
+        "message_p95": p(message_ms, 0.95),
+    }
+
+
+async def active_phase(host, args, workdir: Path) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    """--active one-turn sessions at once: (mean turns in flight, loop lag p99 ms)."""
+    from swarmdeck.runtime.host import SessionRequest
+
+    request = SessionRequest("active ", "bench:scripted", workdir, tool_names=[])
+    ids = [host.create_session(request).id for _ in range(args.active)]
+    meter = LagMeter()
+    meter.start()
+    t0 = time.perf_counter()
+    await asyncio.gather(*(host.start(i) for i in ids))
+    await asyncio.gather(*(host.wait(i) for i in ids))
+    wall = time.perf_counter() - t0
+    meter.stop()
+    return args.active * TURN_LATENCY_S / wall, p(meter.lags, 0.99) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=10_000)
+    parser.add_argument("--window", type=float, default=60.0, help="timers due over (s)")
+    parser.add_argument("--rate", type=float, default=50.0, help="messages per second")
+    parser.add_argument("--active", type=int, default=60, help="one-turn sessions at once")
+    parser.add_argument("--store", default="", help="a store URL (PostgreSQL) instead of SQLite")
+    args = parse_with_quick(parser, sessions=200, window=10.0, active=60)
+    home = Path(tempfile.mkdtemp(prefix="sd-scale-"))
+    os.environ["SWARMDECK_HOME"] = str(home)
+    if args.store:
+        os.environ["SWARMDECK_STORE"] = args.store
+    from fake_server import bench_provider, fake_llm_process
+
+    from swarmdeck.config import load_settings
+    from swarmdeck.runtime.host import Host
+
+    workdir = home / "work"
+    workdir.mkdir()
+    with fake_llm_process(script(args.window)) as base_url:
+        host = Host(load_settings())
+        host.services.providers.register(bench_provider(base_url))
+        host.launch()
+        try:
+
+            async def run() -> tuple[dict[str, float], tuple[float, float]]:
+                waited = await waiting_phase(host, args, workdir)
+                active = await active_phase(host, args, workdir)
+                await host.services.close_models()
+                return waited, active
+
+            waited, (in_flight, lag_p99) = asyncio.run(run())
+        finally:
+            host.shutdown()
+    report(args, waited, in_flight, lag_p99)
+
+
+def report(args, waited: dict[str, float], in_flight: float, lag_p99: float) -> None:  # type: ignore[no-untyped-def]
+    """The figures against issue 35's goals, then the closing line."""
+    store = "PostgreSQL" if args.store else "SQLite"
+    n = args.sessions
+    scaled = waited["per_session_kib"] * 10_000 / 1024
+    print(f"store: {store}, one process; {n} waiting sessions, timers over {args.window:g} s")
+    print(
+        f"  memory: {waited['per_session_kib']:.0f} KiB/waiting session, "
+        f"{waited['rss']:.0f} MiB in all;\n  10,000 would add {scaled:.0f} MiB "
+        f"(goal <= {GOAL_RSS_MIB_10K} MiB)"
+    )
+    print(f"  timer lateness p95 {waited['timer_p95']:.2f} s (goal <= {GOAL_TIMER_P95_S:g} s)")
+    print(
+        f"  message -> answer stored p95 {waited['message_p95']:.0f} ms at "
+        f"{args.rate:g}/s (goal <= {GOAL_MESSAGE_P95_MS} ms)"
+    )
+    print(
+        f"  turns of {TURN_LATENCY_S * 1000:.0f} ms: {in_flight:.0f} in flight on average "
+        f"(goal >= {GOAL_IN_FLIGHT}),\n  loop lag p99 {lag_p99:.1f} ms "
+        f"(goal <= {GOAL_LAG_P99_MS} ms)"
+    )
+    print(
+        f"scale: {n} waiting, RSS {waited['rss']:.0f} MiB, timer p95 "
+        f"{waited['timer_p95']:.2f} s, message p95 {waited['message_p95']:.0f} ms"
+    )
+
+
+if __name__ == "__main__":
+    main()
