@@ -11,6 +11,7 @@ import pytest
 from swarmdeck.errors import ConfigError
 from swarmdeck.runners import install
 from swarmdeck.runners.pins import PINS
+from tests.conftest import run_cli
 
 
 def test_unknown_runner_is_a_config_error_naming_the_known_ones(tmp_path: Path) -> None:
@@ -41,3 +42,15 @@ def test_opencode_installs_pinned_into_home_runs_and_uninstalls(tmp_path: Path) 
     assert shown.stdout.strip() == PINS["opencode"].version
     assert install.uninstall(tmp_path, "opencode") is True
     assert install.status(tmp_path, "opencode").installed is None
+
+
+def test_cli_status_lists_each_runner_and_refuses_an_unknown_one(sd_home: Path) -> None:
+    shown = run_cli(sd_home, "runner", "status")
+    assert shown.code == 0, shown.stderr
+    names = [line.split()[0] for line in shown.stdout.splitlines()]
+    assert names == sorted(PINS)
+    assert "not installed" in shown.stdout
+    bad = run_cli(sd_home, "runner", "install", "aider")
+    assert bad.code == 2
+    assert "unknown runner 'aider'" in bad.stderr
+    assert "Traceback" not in bad.stderr
