@@ -41,6 +41,7 @@ COMMAND_MODULES = {
     "portal": "portal",
     "provider": "providers",
     "run": "run",
+    "runner": "runner",
     "sessions": "sessions",
     "skills": "skills",
     "status": "status",
