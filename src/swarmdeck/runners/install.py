@@ -19,9 +19,13 @@ class RunnerState:
     """What `runner status` shows of one runner."""
 
     name: str
-    pinned: str
     installed: str | None
     binary: Path | None
+
+    @property
+    def pinned(self) -> str:
+        """The version swarmdeck installs (runners/pins.py)."""
+        return PINS[self.name].version
 
 
 def pinned(name: str) -> RunnerPackage:
@@ -77,4 +81,4 @@ def status(home: Path, name: str) -> RunnerState:
     if manifest.is_file():
         installed = str(json.loads(manifest.read_text(encoding="utf-8")).get("version"))
     binary = prefix / "node_modules" / ".bin" / pin.command
-    return RunnerState(name, pin.version, installed, binary if binary.exists() else None)
+    return RunnerState(name, installed, binary if binary.exists() else None)
