@@ -68,6 +68,15 @@ def build(name: str):
         os._exit(3)
 
     @server.tool()
+    def read(path: str) -> str:
+        """A file's text, or why it cannot be read (a server the model points anywhere)."""
+        try:
+            with open(path, encoding="utf-8") as f:
+                return f.read()
+        except OSError as exc:
+            return f"cannot read {path}: {exc.strerror}"
+
+    @server.tool()
     def env(variable: str) -> str:
         """The value of one of the server's environment variables ('' when unset)."""
         return os.environ.get(variable, "")

@@ -59,12 +59,33 @@ def pids(tmp_path: Path):
 
 
 def server_pids(folder: Path) -> dict[str, int]:
-    """NAME.PID files as {NAME.PID: pid}."""
-    return {p.name: int(p.suffix[1:]) for p in folder.iterdir()}
+    """NAME.PID files as {NAME.PID: the server's pid as this host sees it, -1 when gone}.
+    A server runs in a pid namespace of its own (integrations/mcp/shield.py), so the pid it
+    writes is its own namespace's: its process is found here by its command line and by
+    the folder in its environment."""
+    return {p.name: _host_pid(p.name.rsplit(".", 1)[0], folder) for p in folder.iterdir()}
+
+
+def _host_pid(name: str, folder: Path) -> int:
+    wanted = f"MCP_TEST_PIDS={folder}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        server = b"tests.mcp_servers" in argv and name.encode() in argv
+        if server and not argv[0].endswith(b"bwrap") and wanted in environ:
+            return int(entry.name)
+    return -1
 
 
 def alive(pid: int) -> bool:
     """True while the process runs (a zombie, waiting to be reaped, has ended)."""
+    if pid < 0:
+        return False
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except FileNotFoundError:

@@ -21,6 +21,7 @@ from typing import Any, TextIO
 from swarmdeck.errors import ToolError
 from swarmdeck.integrations.mcp.config import KEY_REF_RE, McpServer
 from swarmdeck.integrations.mcp.sdk import require_sdk
+from swarmdeck.integrations.mcp.shield import NoShield, shielded_argv
 
 log = logging.getLogger("swarmdeck.mcp")
 # A server that failed to start is not tried again for this long (each turn of each session
@@ -204,9 +205,13 @@ class ServerConnection:
         entry = self.server.entry
         if entry.transport == "stdio":
             assert entry.command is not None
+            try:
+                argv = shielded_argv(entry.command, list(entry.args), self.cwd)
+            except NoShield as exc:
+                raise McpStartError(str(exc)) from None
             params = sdk.StdioServerParameters(
-                command=entry.command,
-                args=list(entry.args),
+                command=argv[0],
+                args=argv[1:],
                 # Merged over the SDK's small default set (HOME, PATH, USER...): none of
                 # this process's own variables (provider keys) reach the server.
                 env=resolve_refs(entry.env, self.lookup, self.name) or None,
