@@ -137,8 +137,17 @@ class NsHost:
         return proc.stdout if proc.returncode == 0 else None
 
 
+# The checkout the hosts run swarmdeck from, when it lies under /tmp (a CI's clean clone):
+# the host's private /tmp would hide it, so it is shown again there, read-only ($2).
+CHECKOUT = Path(__file__).resolve().parents[1]
+KEEP = str(CHECKOUT) if Path("/tmp") in CHECKOUT.parents else ""
 SETUP = (
-    'hostname "$1" && mount -t tmpfs -o mode=1777 lab-tmp /tmp && mkdir -p /srv && '
+    'hostname "$1" && '
+    'if [ -n "$2" ]; then mount -t tmpfs lab-keep /mnt && mkdir /mnt/k && '
+    'mount --bind "$2" /mnt/k; fi && '
+    "mount -t tmpfs -o mode=1777 lab-tmp /tmp && "
+    'if [ -n "$2" ]; then mkdir -p "$2" && mount --bind /mnt/k "$2" && '
+    'mount -o remount,bind,ro "$2"; fi && mkdir -p /srv && '
     f"mount -t tmpfs -o mode=755 lab-srv /srv && mkdir -p {ROOT}/home {ROOT}/user {ROOT}/work && "
     f"chmod 700 {ROOT}/home && echo ready && exec sleep infinity"
 )
@@ -179,7 +188,8 @@ class Lab:
             _ip("-n", netns, *args)
         holder = subprocess.Popen(
             ["ip", "netns", "exec", netns, "unshare", "--mount", "--uts", "--pid", "--fork",
-             "--mount-proc", "--propagation", "private", "--", "sh", "-c", SETUP, "sh", name],
+             "--mount-proc", "--propagation", "private", "--", "sh", "-c", SETUP, "sh", name,
+             KEEP],
             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
         assert holder.stdout is not None
