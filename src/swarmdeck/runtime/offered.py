@@ -37,9 +37,9 @@ def session_skills(record: SessionRecord, loaded: list[str]) -> list[str]:
 def offered_tools(
     record: SessionRecord, skills: list[str] | None = None, extra: list[Tool] | None = None
 ) -> list[Tool]:
-    """The tools this session's model is shown: its mode's, narrowed by its tool_names,
+    """The tools this session's model may call: its mode's, narrowed by its tool_names,
     those of its toolsets (`extra`: its MCP servers'), and those its skills bring (still
-    only the mode's)."""
+    only the mode's). Which of them its prompt carries whole is tool_offer's to say."""
     svc = services()
     tools = svc.tools.for_mode(record.mode, record.tool_names)
     load_tools = svc.tools.get(LOAD_TOOLS)
@@ -48,18 +48,22 @@ def offered_tools(
     if extra:
         taken = {t.name for t in tools}
         tools += [t for t in extra if t.name not in taken]
-    if not skills:
-        return tools
-    plugin_set = svc.session_plugins(record)
     names = {t.name for t in tools}
-    for skill_name in skills:
-        skill = plugin_set.skills.get(skill_name)
-        for name in resolve_tools(skill.tools if skill else []):
-            tool = svc.tools.get(name)
-            if tool is not None and name not in names and record.mode in tool.modes:
-                tools.append(tool)
-                names.add(name)
+    for name in skill_tool_names(record, skills or []):
+        tool = svc.tools.get(name)
+        if tool is not None and name not in names and record.mode in tool.modes:
+            tools.append(tool)
+            names.add(name)
     return tools
+
+
+def skill_tool_names(record: SessionRecord, skills: list[str]) -> list[str]:
+    """The tools these skills bring (their tools.json, aliases resolved), in order."""
+    if not skills:
+        return []
+    plugin_set = services().session_plugins(record)
+    found = [plugin_set.skills.get(name) for name in skills]
+    return [n for skill in found if skill is not None for n in resolve_tools(skill.tools)]
 
 
 def tool_offer(

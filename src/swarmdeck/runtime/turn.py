@@ -17,6 +17,7 @@ from swarmdeck.runtime.offered import (
     family_tools,
     offered_tools,
     session_skills,
+    skill_tool_names,
     tool_offer,
     toolset_tools,
     visible_skills,
@@ -72,9 +73,7 @@ def _prompt(session_id: str, turn: int, extra: list[Tool]) -> dict[str, Any]:
     skills = session_skills(record, journal.skills_before(turn))
     tools = offered_tools(record, skills, extra)
     # A loaded skill's tools come with it, as tools the model loaded.
-    plain = {t.name for t in offered_tools(record, None, extra)} if skills else set()
-    loaded = [*(t.name for t in tools if skills and t.name not in plain)]
-    loaded += journal.tools_before(turn)
+    loaded = [*skill_tool_names(record, skills), *journal.tools_before(turn)]
     family = Family.of(record.options)
     if family is not None:
         # The family's tools and system prompt, byte for byte; its own prompt (and skill
