@@ -17,8 +17,7 @@ from swarmdeck.models.edit_shapes import APPLY_PATCH, EDIT_FILE, TEXT_EDITOR, Ed
 from swarmdeck.tools.base import READ_ONLY_MODES, Tool
 
 LOAD_TOOLS = "load_tools"
-EAGER, LAZY = "eager", "lazy"
-TOOL_LOADING = (LAZY, EAGER)
+EAGER = "eager"  # settings.yaml tools.loading: every schema every turn
 
 # The core of every mode: read and find, run a command, hand the result back. Writing modes
 # add writing a file and the one edit tool in the shape the provider's models are trained on
