@@ -95,6 +95,9 @@ def test_a_worker_claims_its_share_of_a_burst_and_the_rest_once_its_peers_are_go
         # (30 of 60 / 3) and takes none, until the sessions have waited STALE_S.
         for name in PEERS:
             peers.register(f"{name}-2", role="worker")
+        # The worker counted itself alone a moment ago, and keeps a count PEERS_TTL_S: the
+        # burst must come after that count lapses, as it would for peers that start later.
+        time.sleep(5 * PromptClaims.PEERS_TTL_S)
         burst(submitter, workdir, "more")
         assert len(engine.take_handovers()) == BURST
         time.sleep(1.5)
