@@ -3,6 +3,7 @@ its skills, and the context each tool call runs with."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,16 +82,21 @@ def tool_offer(
         return Offer([t for t in tools if t.name != LOAD_TOOLS], [])
     if family is not None:
         core = core_tools(family.mode, family.core, shape)
-        return split_offer(tools, core, loaded, svc.tools.get(LOAD_TOOLS))
+    else:
+        core = core_tools(record.mode, _own_core(record), shape)
+    return split_offer(tools, core, loaded, svc.tools.get(LOAD_TOOLS))
+
+
+def _own_core(record: SessionRecord) -> Sequence[str] | None:
+    """The core set a session chose (its agent's, the settings' for its mode), or None."""
     chosen = record.options.get("core_tools")
     if chosen is None:
-        chosen = svc.settings.core_tools.get(record.mode)
+        chosen = services().settings.core_tools.get(record.mode)
     if chosen is None and record.tool_names is not None:
         # A session given its own short list (an agent's `tools:`, a dispatch mode's, the
         # SDK's tool_names) is shown all of it; what its toolsets add is still indexed.
         chosen = record.tool_names
-    core = core_tools(record.mode, chosen, shape)
-    return split_offer(tools, core, loaded, svc.tools.get(LOAD_TOOLS))
+    return chosen
 
 
 def family_tools(family: Family, extra: list[Tool]) -> list[Tool]:

@@ -71,27 +71,26 @@ def _prompt(session_id: str, turn: int, extra: list[Tool]) -> dict[str, Any]:
     journal = svc.journal(session_id)
     index = visible_skills(record)
     skills = session_skills(record, journal.skills_before(turn))
-    tools = offered_tools(record, skills, extra)
     # A loaded skill's tools come with it, as tools the model loaded.
     loaded = [*skill_tool_names(record, skills), *journal.tools_before(turn)]
     family = Family.of(record.options)
+    # A family's sessions are shown its tools, byte for byte (runtime/family.py).
+    tools = family_tools(family, extra) if family else offered_tools(record, skills, extra)
+    offer = tool_offer(record, tools, loaded, family)
+    tools_index = index_text(offer.indexed)
+    skills_index = skill_index(index)
+    own = None
     if family is not None:
-        # The family's tools and system prompt, byte for byte; its own prompt (and skill
-        # index) open its first message (runtime/family.py).
-        offer = tool_offer(record, family_tools(family, extra), loaded, family)
-        tools_index = index_text(offer.indexed)
+        # The family's system prompt; its own prompt and skill index open its first message.
         prompt = system_prompt("", family.system, None, tools_index)
-        own = "\n\n".join(p for p in (record.system_message or "", skill_index(index)) if p)
+        own = "\n\n".join(p for p in (record.system_message or "", skills_index) if p)
     else:
-        offer = tool_offer(record, tools, loaded)
-        tools_index = index_text(offer.indexed)
         prompt = system_prompt(record.workdir, record.system_message, index, tools_index)
-        own = None
     return {
         "record": record,
         "system": Message("system", prompt),
         "preamble": own,
-        "skills_index": skill_index(index),
+        "skills_index": skills_index,
         "tools_index": tools_index,
         "specs": [t.spec() for t in offer.shown],
         "origin": journal.next_origin(
