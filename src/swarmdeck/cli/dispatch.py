@@ -103,6 +103,14 @@ DetachOpt = Annotated[
         help="Hand the session to the fleet's workers and return at once (prints its started line).",
     ),
 ]
+RunnerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--runner",
+        help="What runs the task: swarmdeck (the built-in loop), opencode, claude or codex "
+        "(default: the provider's `runner`, else swarmdeck).",
+    ),
+]
 NoSandboxOpt = Annotated[
     bool,
     typer.Option(
@@ -289,6 +297,7 @@ def dispatch(
     detach: DetachOpt = False,
     max_steps: MaxStepsOpt = None,
     no_sandbox: NoSandboxOpt = False,
+    runner: RunnerOpt = None,
 ) -> None:
     """Run one bounded task on a worker. stdout: exactly two JSON lines, started and verdict
     (with --detach: the started line alone)."""
@@ -313,6 +322,7 @@ def dispatch(
             "max_children": max_children,
             "progress": not quiet,
             "no_sandbox": no_sandbox,
+            "runner": runner,
         },
         started_line=True,
         json_errors=True,

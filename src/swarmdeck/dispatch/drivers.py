@@ -72,10 +72,13 @@ class LocalDriver:
 
     def __init__(self, settings: Settings) -> None:
         from swarmdeck.dispatch.schemas import VALIDATORS
+        from swarmdeck.runners.driver import register as register_runners
         from swarmdeck.runtime.host import Host
 
         self.host = Host(settings)
         self.host.services.result_validators.update(VALIDATORS)
+        # A dispatch may name an external runner (runners/driver.py runs its session).
+        register_runners(self.host.services)
         self.source: Source = self.host.catalog
         self.outcome: asyncio.Future[Any] | None = None
 

@@ -102,8 +102,9 @@ class ModeSpec:
         """True when the mode may change files (and so may want a worktree)."""
         return not self.read_only
 
-    def prompt(self, workdir: str, step_cap: int | None = None) -> str:
-        """The system prompt of a worker in this mode."""
+    def prompt(self, workdir: str, step_cap: int | None = None, block: bool = False) -> str:
+        """The system prompt of a worker in this mode; `block`: an external runner's, which
+        ends its answer with a result block instead of calling submit_result."""
         example, rule = RESULT_EXAMPLES[self.name]
         schema = f"{json.dumps(example, indent=2)}\n{rule}"
         common = (
@@ -112,6 +113,7 @@ class ModeSpec:
             .replace("@WORKDIR@", workdir)
             .replace("@STEP_CAP@", str(step_cap or self.step_cap))
             .replace("@RESULT_EXAMPLE@", schema)
+            .replace("@FINISH@", _prompt_text("finish_block" if block else "finish_tool").strip())
         )
         return f"{common}\n{_prompt_text(self.name)}"
 

@@ -16,6 +16,7 @@ from swarmdeck.dispatch.modes import ModeSpec, get_mode
 from swarmdeck.dispatch.settings import DispatchSettings, load_dispatch_settings
 from swarmdeck.errors import MissingKeyError, UsageError
 from swarmdeck.models.registry import ProviderConfig, ProviderRegistry
+from swarmdeck.runners.base import BUILT_IN
 from swarmdeck.secrets.redact import Redactor, load_redactor
 from swarmdeck.secrets.store import CredentialStore
 
@@ -51,6 +52,8 @@ class DispatchOptions(BaseModel):
     local: bool = False
     # Hand the session to the fleet and return at once (its id is in the started line).
     detach: bool = False
+    # An external runner instead of the built-in loop (None: the provider's `runner`).
+    runner: str | None = None
 
 
 @dataclass
@@ -71,6 +74,21 @@ class Plan:
     redactor: Redactor = field(default_factory=Redactor)
     budget: dict[str, float] = field(default_factory=dict)
     max_children: int | None = None
+    # The runner: `swarmdeck` (the built-in loop) or an external one (runners/).
+    runner: str = BUILT_IN
+
+    @property
+    def external(self) -> bool:
+        """True when an external runner runs the session instead of the built-in loop."""
+        return self.runner != BUILT_IN
+
+    def runner_options(self) -> dict[str, Any]:
+        """The session options that hand the session to an external runner (runners/)."""
+        if not self.external:
+            return {}
+        from swarmdeck.runners.driver import RUNNER_KIND, RUNNER_OPTION
+
+        return {"kind": RUNNER_KIND, RUNNER_OPTION: self.runner}
 
     def limit_options(self) -> dict[str, Any]:
         """The session options that carry this run's budget and child limit."""
@@ -96,12 +114,13 @@ class Plan:
             "worktree": self.opts.worktree,
             "session_id": self.resume.id if self.resume else None,
             "step_cap": self.step_cap,
+            "runner": self.runner,
             "budget": self.budget,
             "max_children": self.max_children,
             "tools": list(self.spec.tools),
             "timeout_s": self.timeout_s,
             "idle_timeout_s": self.idle_timeout_s,
-            "system_prompt": self.spec.prompt(str(self.workdir), self.step_cap),
+            "system_prompt": self.spec.prompt(str(self.workdir), self.step_cap, self.external),
             "task": self.task,
         }
 
@@ -190,6 +209,7 @@ def prepare(opts: DispatchOptions, settings: Settings | None = None) -> Plan:
 
         check_clean(workdir)
     cap = opts.max_turns or dsettings.step_caps.get(spec.name) or spec.step_cap
+    runner = choose_runner(opts.runner or config.runner, config, resume)
     return Plan(
         opts=opts,
         settings=settings,
@@ -205,7 +225,29 @@ def prepare(opts: DispatchOptions, settings: Settings | None = None) -> Plan:
         redactor=redactor,
         budget=budget_of(config, model_name, opts.max_tokens, opts.max_cost),
         max_children=opts.max_children,
+        runner=runner,
     )
+
+
+def choose_runner(name: str, config: ProviderConfig, resume: SessionRecord | None) -> str:
+    """The run's runner, checked against the provider's wire; a resume keeps the session's."""
+    from swarmdeck.runners.adapters import ADAPTERS
+
+    if resume is not None:
+        return str(resume.options.get("runner") or BUILT_IN)
+    if name == BUILT_IN:
+        return name
+    adapter = ADAPTERS.get(name)
+    if adapter is None:
+        known = ", ".join([BUILT_IN, *sorted(ADAPTERS)])
+        raise UsageError(f"unknown runner {name!r}", f"use one of: {known}")
+    if adapter.wire != config.kind:
+        raise UsageError(
+            f"runner {name} speaks the {adapter.wire} API, and provider {config.key} is "
+            f"{config.kind}",
+            f"pick a provider of kind {adapter.wire} for it",
+        )
+    return name
 
 
 def _workdir(path: Path | None) -> Path:

@@ -100,7 +100,7 @@ class Runner:
         if plan.resume is None:
             driver.create(self._new_session(session_id, workdir))
         else:
-            prompt = plan.spec.prompt(str(workdir), plan.step_cap)
+            prompt = plan.spec.prompt(str(workdir), plan.step_cap, plan.external)
             cursor = self._prepare_resume(driver, prompt)
         paths = _run_paths(plan.settings, session_id, plan.resume is not None)
         import asyncio
@@ -144,9 +144,10 @@ class Runner:
             workdir=workdir,
             mode=plan.spec.session_mode,
             title=_title(plan.task),
-            system_message=plan.spec.prompt(str(workdir), plan.step_cap),
-            tool_names=list(plan.spec.tools),
+            system_message=plan.spec.prompt(str(workdir), plan.step_cap, plan.external),
+            tool_names=[] if plan.external else list(plan.spec.tools),
             options={
+                **plan.runner_options(),
                 "max_turns": plan.step_cap,
                 "result_schema": plan.spec.name,
                 "one_shot": True,

@@ -64,6 +64,9 @@ class ProviderConfig(BaseModel):
     script: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9_-]*$")
     # The shape of the edit tools (models/edit_shapes.py); None: the vendor's default.
     edit_tools: EditShape | None = None
+    # What runs a dispatch on this provider: the built-in loop, or an external runner
+    # (`opencode`, `claude`, `codex`; runners/), as pilot-workers' provider files name it.
+    runner: Literal["swarmdeck", "opencode", "claude", "codex"] = "swarmdeck"
 
     @field_validator("base_url")
     @classmethod

@@ -56,6 +56,7 @@ def bwrap_args(
     network: bool,
     hidden_paths: Sequence[Path],
     extra_writable: Sequence[Path] = (),
+    extra_readable: Sequence[Path] = (),
 ) -> list[str]:
     """The bwrap command line (without the command) for one tool run."""
     args = ["bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
@@ -73,6 +74,8 @@ def bwrap_args(
     roots += sorted([(run_dir, True), (workdir, writable)], key=lambda b: len(b[0].parts))
     # A worktree's index and objects live in the main repository: a commit needs them.
     roots += [(p, True) for p in _existing(extra_writable)] if writable else []
+    # An external runner's own install (in swarmdeck's home, which stays hidden around it).
+    roots += [(p, False) for p in _existing(extra_readable)]
     hidden = _existing(hidden_paths)
     for root, rw in roots:
         args += ["--bind" if rw else "--ro-bind", str(root), str(root)]

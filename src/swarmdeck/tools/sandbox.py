@@ -273,10 +273,16 @@ def _command_line(
     network: bool,
     hidden_paths: list[Path],
     extra_writable: Sequence[Path],
+    extra_readable: Sequence[Path] = (),
 ) -> tuple[list[str], SandboxKind]:
     """The full command line of one run, and what runs it (bwrap, or the launcher with or
     without Landlock). Without a sandbox the home is still hidden, or the run is refused."""
-    places = {"workdir": workdir, "run_dir": run_dir, "extra_writable": extra_writable}
+    places = {
+        "workdir": workdir,
+        "run_dir": run_dir,
+        "extra_writable": extra_writable,
+        "extra_readable": extra_readable,
+    }
     if info.available:
         places |= {"writable": writable, "hidden_paths": hidden_paths}
         if info.kind == "bwrap":
@@ -292,6 +298,39 @@ def _command_line(
         return [*open_bwrap_args(env=env, network=network, **places), "--", *argv], "bwrap"
     rules = open_landlock_rules(**places)
     return launcher_argv(argv, network=network, landlock_rules=rules), "landlock"
+
+
+@dataclass(frozen=True)
+class Confined:
+    """A long-running program's confined command line: argv, environment, what confines it."""
+
+    argv: list[str]
+    env: dict[str, str]
+    runner: SandboxKind
+    sandbox: SandboxInfo
+
+
+def confine(
+    argv: list[str],
+    *,
+    workdir: Path,
+    run_dir: Path,
+    writable: bool,
+    network: bool,
+    readable: Sequence[Path] = (),
+    sandbox: SandboxInfo,
+) -> Confined:
+    """The command line that runs `argv` as a tool would run (an external runner's process,
+    which its caller supervises): the same layouts, hidden paths and rebuilt environment,
+    with `readable` shown read-only on top (the runner's own install)."""
+    workdir, run_dir = workdir.resolve(), run_dir.resolve()
+    env = build_env(run_dir)
+    hidden = [*default_hidden_paths(), *swarmdeck_homes_within(workdir)]
+    full, runner = _command_line(
+        argv, sandbox, env, workdir=workdir, run_dir=run_dir, writable=writable,
+        network=network, hidden_paths=hidden, extra_writable=(), extra_readable=readable,
+    )  # fmt: skip
+    return Confined(full, env, runner, sandbox)
 
 
 class _Capture:

@@ -42,6 +42,7 @@ def landlock_rules(
     writable: bool,
     hidden_paths: Sequence[Path],
     extra_writable: Sequence[Path] = (),
+    extra_readable: Sequence[Path] = (),
 ) -> dict[str, list[str]]:
     """What the tool may list, read and write.
 
@@ -54,6 +55,7 @@ def landlock_rules(
     hidden = [Path(os.path.realpath(p)) for p in hidden_paths]
     read = [str(p) for p in system_dirs()] + [str(p) for p in etc_entries()]
     read += [str(p) for p in interpreter_dirs() if not any(_inside(h, p) for h in hidden)]
+    read += [str(p) for p in extra_readable]
     write, listable = [str(run_dir)], []
     if writable:
         inside = [h for h in hidden if _inside(h, workdir) and h.exists()]

@@ -61,6 +61,7 @@ def open_bwrap_args(
     network: bool,
     hidden_paths: Sequence[Path],
     extra_writable: Sequence[Path] = (),
+    extra_readable: Sequence[Path] = (),
 ) -> list[str]:
     """The bwrap command line (without the command) of an opted-out run."""
     hidden = [p for p in _real(hidden_paths) if p.exists() and p != Path("/")]
@@ -76,6 +77,8 @@ def open_bwrap_args(
     roots = [run_dir, workdir, *_real(extra_writable)]
     for root in sorted(_shown_again(roots, hidden), key=lambda p: len(p.parts)):
         args += ["--bind", str(root), str(root)]
+    for root in _shown_again(_real(extra_readable), hidden):
+        args += ["--ro-bind", str(root), str(root)]
     args += ["--chdir", str(workdir), "--clearenv"]
     for name, value in env.items():
         args += ["--setenv", name, value]
@@ -88,6 +91,7 @@ def open_landlock_rules(
     run_dir: Path,
     hidden_paths: Sequence[Path],
     extra_writable: Sequence[Path] = (),
+    extra_readable: Sequence[Path] = (),
 ) -> dict[str, list[str]]:
     """Landlock rules of an opted-out run: everything but the hidden paths."""
     hidden = _real(hidden_paths)
@@ -95,4 +99,5 @@ def open_landlock_rules(
     everything = grants_excluding(Path("/"), [*hidden, *_NOT_GRANTED])
     write = [str(p) for p in everything]
     write += [str(p) for p in (run_dir, workdir, *_real(extra_writable))]
-    return {"read": ["/proc"], "write": write, "list": [], "device": list(DEVICES)}
+    read = ["/proc", *(str(p) for p in _real(extra_readable))]
+    return {"read": read, "write": write, "list": [], "device": list(DEVICES)}
