@@ -17,7 +17,8 @@ Medians over N runs. Goals on the fleet path: startup <= 300 ms, verdict <= 100 
 pilot-workers (PyPI) with its OpenCode engine (npm) is measured against the same fake
 server when it can be installed here; otherwise the bench says why and skips it. Where the
 fleet path's start goes is shown from `python -X importtime`. The last line is the fleet
-path's `fleet path: startup X ms, verdict Y ms`; `--quick` skips pilot-workers.
+path's `fleet path: startup X ms, verdict Y ms`; `--quick` skips pilot-workers and the
+external runners' rows (bench/runner_overhead.py).
 
     python bench/dispatch.py [--runs N] [--no-peer] [--peer-cache DIR] [--store URL]
 """
@@ -42,6 +43,7 @@ from typing import Any
 import yaml
 from child_env import child_env
 from quick import parse_with_quick
+from runner_overhead import bench_runners, report_runners, runner_reply
 
 from swarmdeck.testing.fake_llm import FakeLLM
 from swarmdeck.testing.script import FakeRequest, Reply, ReplyToolCall
@@ -86,6 +88,9 @@ class Recorder:
     def __call__(self, request: FakeRequest) -> Reply:
         with self.lock:
             self.replies[self.tag(request)].append(time.monotonic())
+        external = runner_reply(request, RESULT)
+        if external is not None:
+            return external
         if "PILOT" in request.task or "pilot" in json.dumps(request.body.get("messages", [])[:1]):
             return self.pilot_reply(request)
         if request.turn == 0:
@@ -107,9 +112,10 @@ def median_ms(values: list[float]) -> float:
 
 
 def timed_run(
-    argv: list[str], env: dict[str, str], cwd: Path, verdict_marker: str
+    argv: list[str], env: dict[str, str], cwd: Path, verdict_marker: str | None
 ) -> dict[str, float]:
-    """Spawn one dispatch; the times (monotonic) of spawn, verdict line and exit."""
+    """Spawn one dispatch; the times (monotonic) of spawn, verdict line and exit (with no
+    marker, a bare runner's: its exit is its end)."""
     spawn = time.monotonic()
     proc = subprocess.Popen(
         argv,
@@ -124,9 +130,11 @@ def timed_run(
     assert proc.stdout is not None
     for raw in proc.stdout:
         lines.append(raw)
-        if verdict_marker.encode() in raw:
+        if verdict_marker is not None and verdict_marker.encode() in raw:
             verdict_at = time.monotonic()
     proc.wait()
+    if verdict_marker is None:
+        verdict_at = time.monotonic()
     return {
         "spawn": spawn,
         "verdict": verdict_at,
@@ -144,7 +152,7 @@ def measure(
     make_argv: Any,
     env: dict[str, str],
     cwd: Path,
-    verdict_marker: str,
+    verdict_marker: str | None,
 ) -> dict[str, Any]:
     """N runs; medians of startup, verdict and exit latency."""
     startup, verdict, exits, failures = [], [], [], 0
@@ -379,7 +387,9 @@ def bench_peer(
 # --- report --------------------------------------------------------------------------------------
 
 
-def report(ours: list[dict[str, Any]], peer: dict[str, Any] | str) -> None:
+def report(
+    ours: list[dict[str, Any]], peer: dict[str, Any] | str, runners: list[dict[str, Any]] | str
+) -> None:
     local, fleet = ours
     print(f"\ndispatch overhead, medians over {fleet['runs']} runs (fake LLM at zero latency)\n")
     rows = [local, fleet] if isinstance(peer, str) else [local, fleet, peer]
@@ -422,6 +432,7 @@ def report(ours: list[dict[str, Any]], peer: dict[str, Any] | str) -> None:
         ((k, v) for k, v in imports.items() if k.startswith(" ")), key=lambda kv: -kv[1]
     ):
         print(f"  {name:<46} {seconds:6.3f}")
+    report_runners(runners)
     print(f"fleet path: startup {fleet['startup_ms']:.0f} ms, verdict {fleet['verdict_ms']:.0f} ms")
 
 
@@ -429,6 +440,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--no-peer", action="store_true", help="skip pilot-workers")
+    parser.add_argument("--no-runners", action="store_true", help="skip the runner rows")
     parser.add_argument("--store", default=None, help="postgresql://... (default: SQLite)")
     parser.add_argument(
         "--peer-cache",
@@ -452,7 +464,13 @@ def main() -> None:
                 peer = bench_peer(args.runs, fake, recorder, root, args.peer_cache)
             except Exception as exc:  # the bench reports the peer's failure, never crashes on it
                 peer = f"pilot-workers failed: {type(exc).__name__}: {exc}"
-    report(ours, peer)
+        runners: list[dict[str, Any]] | str = "skipped (--no-runners)"
+        if args.quick:
+            runners = "skipped (--quick: a run without it installs and measures the runners)"
+        elif not args.no_runners:
+            cache = args.peer_cache / "runners"
+            runners = bench_runners(args.runs, fake, recorder, root, cache, measure)
+    report(ours, peer, runners)
 
 
 if __name__ == "__main__":

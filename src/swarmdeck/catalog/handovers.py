@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import sqlalchemy as sa
 
 from swarmdeck.catalog import schema
@@ -13,18 +15,29 @@ from swarmdeck.catalog.records import TERMINAL_STATUSES, SessionRecord
 class HandoverTables(StoreAccess):
     """Hand-overs of sessions between executors (sd_sessions.executor)."""
 
-    def take_handover(self, executor: str, limit: int) -> list[tuple[str, int]]:
+    def take_handover(
+        self, executor: str, limit: int, runners: Sequence[str] = ()
+    ) -> list[tuple[str, int]]:
         """Claim up to `limit` sessions handed to the fleet (pending, no executor) for this
         executor, oldest first; returns (id, generation) of those won (another worker may
         win some). One statement: a claim per session was a write transaction each, in a
-        store that every session's own writes wait on."""
+        store that every session's own writes wait on.
+
+        A session of an external runner is taken only by a worker that has that runner
+        (`runners`): the option is matched in the stored JSON text, which every writer
+        serialises with json.dumps's default separators.
+        """
         sessions = schema.sessions
+        needs_runner = sessions.c.options.like('%"runner": "%')
+        can_run = sa.or_(
+            ~needs_runner, *(sessions.c.options.like(f'%"runner": "{n}"%') for n in runners)
+        )
         with self._reads.connect() as conn:
             ids = [
                 r[0]
                 for r in conn.execute(
                     sa.select(sessions.c.id)
-                    .where(sessions.c.status == "pending", sessions.c.executor.is_(None))
+                    .where(sessions.c.status == "pending", sessions.c.executor.is_(None), can_run)
                     .order_by(sessions.c.created_at)
                     .limit(limit)
                 )

@@ -37,8 +37,10 @@ CONTINUE = (
 
 
 def register(svc: Any) -> None:
-    """Let this process run sessions of external runners."""
+    """Let this process run sessions of external runners (those installed here)."""
     svc.session_drivers[RUNNER_KIND] = run_runner_session
+    home = svc.settings.home
+    svc.runners_here = lambda: [n for n in ADAPTERS if install.status(home, n).binary]
 
 
 @dataclass

@@ -83,6 +83,9 @@ class Services:
     tools: ToolRegistry
     result_validators: dict[str, ResultValidator] = field(default_factory=dict)
     session_drivers: dict[str, SessionDriver] = field(default_factory=dict)
+    # The external runners installed on this host (set by runners/driver.register): a
+    # worker takes from the fleet only the runner sessions it can run.
+    runners_here: Callable[[], list[str]] = field(default=lambda: [])
     engine_ops: EngineOps | None = None
     # Tools found per session (its MCP servers'), beside the registry's.
     toolsets: list[SessionToolset] = field(default_factory=list)

@@ -317,7 +317,8 @@ class Engine:
     def take_handovers(self, limit: int = 100) -> list[str]:
         """Claim sessions handed to the fleet and enqueue them, then claim from the queue at
         once rather than at DBOS's next poll; returns their ids."""
-        taken = self.services.catalog.take_handover(self.executor_id, limit)
+        runners = self.services.runners_here()
+        taken = self.services.catalog.take_handover(self.executor_id, limit, runners)
         self._enqueue_all(taken)
         if taken and self._prompt is not None:
             self._prompt.claim_now()
