@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -195,3 +196,43 @@ def test_an_output_for_no_call_is_a_400(fake_llm: FakeLLM, client: openai.OpenAI
     with pytest.raises(openai.BadRequestError):
         client.responses.create(model="m", input=[])
     assert client.responses.create(model="m", input="still up").output_text == "x"
+
+
+def test_a_scenario_matches_a_task_sent_after_other_user_items(
+    fake_llm: FakeLLM, client: openai.OpenAI
+) -> None:
+    # Codex sends its <environment_context> as a user item of its own before the task.
+    fake_llm.set_script(
+        {
+            "scenarios": [
+                {"match": "fix the bug", "turns": [{"text": "fixing"}]},
+                {"turns": [{"text": "no match"}]},
+            ]
+        }
+    )
+    context = {"role": "user", "content": [{"type": "input_text", "text": "<env/>"}]}
+    task = {"role": "user", "content": [{"type": "input_text", "text": "fix the bug"}]}
+    assert client.responses.create(model="m", input=[context, task]).output_text == "fixing"
+    assert client.responses.create(model="m", input=[context]).output_text == "no match"
+
+
+def test_stream_faults_apply_to_responses(fake_llm: FakeLLM, client: openai.OpenAI) -> None:
+    fake_llm.set_script(one_turn(text="plain", fault={"omit_usage": True}))
+    events = list(client.responses.create(model="m", input="a", stream=True))
+    assert events[-1].type == "response.completed" and events[-1].response.usage is None
+    fake_llm.set_script(one_turn(text="whole", fault={"empty_stream": True}))
+    assert list(client.responses.create(model="m", input="b", stream=True)) == []
+    fake_llm.set_script(one_turn(text="whole", fault={"ignore_stream": True}))
+    raw = client.responses.with_raw_response.create(model="m", input="c", stream=True)
+    assert raw.headers["content-type"] == "application/json"
+    assert json.loads(raw.http_response.read())["output"][0]["content"][0]["text"] == "whole"
+
+
+def test_a_prompt_over_the_window_is_context_length_exceeded(
+    fake_llm: FakeLLM, client: openai.OpenAI
+) -> None:
+    fake_llm.set_script({"context_tokens": 1000, "scenarios": [{"turns": [{"text": "ok"}]}]})
+    assert client.responses.create(model="m", input="short").output_text == "ok"
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model="m", input="short", max_output_tokens=2000)
+    assert caught.value.code == "context_length_exceeded"

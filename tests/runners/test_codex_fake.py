@@ -163,8 +163,13 @@ def wait_for_request(fake: FakeLLM, proc: subprocess.Popen[str]) -> None:
 def test_codex_answers_from_the_fake_server_with_the_key_in_no_argv_or_env(
     codex_run: CodexRun, fake_llm: FakeLLM
 ) -> None:
-    # The scripted delay keeps Codex waiting on its request while its processes are read.
-    fake_llm.set_script({"scenarios": [{"turns": [{"text": "PONG from fake", "delay": 2}]}]})
+    # The scripted delay keeps Codex waiting on its request while its processes are read;
+    # the scenario is found by the task, which Codex sends after its environment context.
+    scenarios = [
+        {"match": "say pong", "turns": [{"text": "PONG from fake", "delay": 2}]},
+        {"turns": [{"text": "the task did not match"}]},
+    ]
+    fake_llm.set_script({"scenarios": scenarios})
     proc = codex_run.start("--sandbox", "read-only", "say pong")
     try:
         wait_for_request(fake_llm, proc)

@@ -86,7 +86,13 @@ def _messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
             role = item.get("role")
             if role not in _ROLES:
                 raise bad_request(f"input[{i}].role {role!r} is not a valid role")
-            messages.append({"role": role, "content": _text(item.get("content"))})
+            text = _text(item.get("content"))
+            if role == "user" and messages and messages[-1]["role"] == "user":
+                # User items in a row are one user turn: Codex sends its environment
+                # context, then the task, and a script's `match` looks for the task.
+                messages[-1]["content"] += "\n" + text
+            else:
+                messages.append({"role": role, "content": text})
         elif kind in _CALL_ITEMS:
             call = _call(i, item)
             calls.add(call["id"])
