@@ -20,6 +20,9 @@ def fake_llm(
 ) -> None:
     """Serve OpenAI- and Anthropic-compatible endpoints that answer from a script.
 
+    Endpoints: /v1/chat/completions, /v1/responses (OpenAI's Responses API, as
+    Codex CLI speaks it), /v1/messages and /v1/models.
+
     The script (YAML, or JSON by its .json suffix) holds `scenarios:`, a list.
     A scenario has an optional `match` (a substring of the first user message;
     the last scenario without one is the fallback) and `turns`, the answers in

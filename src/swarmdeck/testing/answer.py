@@ -126,13 +126,15 @@ def build_answer(
 
 
 def custom_tool_names(body: Mapping[str, Any]) -> frozenset[str]:
-    """Names of the custom (freeform) tools a Chat Completions request declares."""
-    return frozenset(
-        str(tool["custom"].get("name"))
-        for tool in body.get("tools") or []
-        if isinstance(tool, Mapping) and tool.get("type") == "custom"
-        and isinstance(tool.get("custom"), Mapping)
-    )  # fmt: skip
+    """Names of the custom (freeform) tools a request declares: nested under `custom` in
+    Chat Completions, flat (`name` beside `type`) in the Responses API."""
+    names = set()
+    for tool in body.get("tools") or []:
+        if not isinstance(tool, Mapping) or tool.get("type") != "custom":
+            continue
+        inner = tool.get("custom")
+        names.add(str(inner.get("name") if isinstance(inner, Mapping) else tool.get("name")))
+    return frozenset(names)
 
 
 def custom_input(call: ReplyToolCall) -> str:

@@ -15,7 +15,7 @@ from email.utils import formatdate
 from typing import Any
 from urllib.parse import urlsplit
 
-from swarmdeck.testing import anthropic_wire, openai_wire
+from swarmdeck.testing import anthropic_wire, openai_wire, responses_wire
 from swarmdeck.testing.answer import CREATED, Answer, HttpError, bad_request, build_answer, phrase
 from swarmdeck.testing.backend import Backend, RecordedRequest
 from swarmdeck.testing.prompt_cache import prompt_tokens
@@ -34,6 +34,7 @@ _DEFAULT_MESSAGES: dict[int, str] = {
 _ROUTES = {
     "/v1/chat/completions": "POST",
     "/v1/messages": "POST",
+    "/v1/responses": "POST",
     "/v1/models": "GET",
     # Where llama.cpp and Ollama say their window (vLLM says it in /v1/models).
     "/props": "GET",
@@ -228,12 +229,15 @@ def _route(
     elif path in ("/props", "/api/show"):
         yield Send(json_answer(fake, 200, window_said(path, fake.window()[0])))
     else:
-        yield from _chat(fake, api, body, key)
+        yield from _chat(fake, api, body, key, responses=path == "/v1/responses")
 
 
-def _chat(fake: Backend, api: Api, body: Any, key: str = "") -> Iterator[Step]:
-    """Answer a chat request from the script."""
-    wire = openai_wire if api == "openai" else anthropic_wire
+def _chat(
+    fake: Backend, api: Api, body: Any, key: str = "", *, responses: bool = False
+) -> Iterator[Step]:
+    """Answer a chat request from the script (`responses`: one to OpenAI's Responses API,
+    read as a Chat Completions request but answered in its own shape)."""
+    wire = responses_wire if responses else openai_wire if api == "openai" else anthropic_wire
     request = wire.validate(body, fake.quirks)
     yield from _check_window(fake, api, request)
     reply = fake._reply(request)
@@ -252,7 +256,10 @@ def _chat(fake: Backend, api: Api, body: Any, key: str = "") -> Iterator[Step]:
     malformed = bool(fault and fault.malformed_arguments)
     cache = fake.cache.serve(api, request.body, key)
     answer = build_answer(api, reply, request, malformed=malformed, cache=cache)
-    yield from _answer(fake, api, answer, request, fault or Fault(), reply.chunk_delay)
+    if responses:
+        yield from _answer_responses(fake, answer, request, fault or Fault(), reply.chunk_delay)
+    else:
+        yield from _answer(fake, api, answer, request, fault or Fault(), reply.chunk_delay)
 
 
 def _check_window(fake: Backend, api: Api, request: FakeRequest) -> Iterator[Step]:
@@ -274,6 +281,30 @@ def _check_window(fake: Backend, api: Api, request: FakeRequest) -> Iterator[Ste
     raise openai_wire.context_error(style, prompt, completion, window)
 
 
+def _answer_responses(
+    fake: Backend, answer: Answer, request: FakeRequest, fault: Fault, gap: float
+) -> Iterator[Step]:
+    """A Responses answer: the `response` object, or its typed event stream."""
+    if not request.stream or fault.ignore_stream:
+        yield from _whole(fake, responses_wire.response(answer, request), fault.cut_stream)
+    elif fault.empty_stream:
+        yield from _sse(fake, [])
+    else:
+        events = responses_wire.stream(answer, request, usage=not fault.omit_usage)
+        yield from _sse(fake, events, cut=fault.cut_stream, gap=gap)
+
+
+def _whole(fake: Backend, payload: Any, cut: bool) -> Iterator[Step]:
+    """A whole JSON answer; `cut` sends half its body (the head says more), so the client's
+    parser sees it truncated."""
+    data = json_answer(fake, 200, payload)
+    if cut:
+        body_at = data.index(b"\r\n\r\n") + 4
+        yield Send(data[: body_at + (len(data) - body_at) // 2])
+        raise _Dropped
+    yield Send(data)
+
+
 def _answer(
     fake: Backend, api: Api, answer: Answer, request: FakeRequest, fault: Fault, gap: float
 ) -> Iterator[Step]:
@@ -283,13 +314,7 @@ def _answer(
         payload = (
             openai_wire.completion(answer) if api == "openai" else anthropic_wire.message(answer)
         )
-        data = json_answer(fake, 200, payload)
-        if cut:
-            # Half the body (the head says more): the client's parser sees it truncated.
-            body_at = data.index(b"\r\n\r\n") + 4
-            yield Send(data[: body_at + (len(data) - body_at) // 2])
-            raise _Dropped
-        yield Send(data)
+        yield from _whole(fake, payload, cut)
     elif fault.empty_stream:
         yield from _sse(fake, [])
     elif api == "openai":

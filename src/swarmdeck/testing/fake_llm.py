@@ -1,6 +1,7 @@
-"""A fake LLM server on loopback speaking OpenAI Chat Completions and Anthropic Messages.
+"""A fake LLM server on loopback speaking OpenAI Chat Completions, the OpenAI Responses API
+and Anthropic Messages.
 
-The wire formats live in openai_wire.py and anthropic_wire.py, what a request is answered
+The wire formats live in openai_wire.py, responses_wire.py and anthropic_wire.py, what a request is answered
 with in exchange.py, and the two HTTP front ends in http_server.py (a thread per connection)
 and aio_server.py (one event loop); this module is the public face tests use.
 """
@@ -48,7 +49,8 @@ Frontend = Literal["threads", "asyncio"]
 
 
 class FakeLLM:
-    """A scripted OpenAI + Anthropic compatible server on loopback, for tests."""
+    """A scripted OpenAI (chat and Responses) + Anthropic compatible server on loopback, for
+    tests."""
 
     def __init__(
         self,
