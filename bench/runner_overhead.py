@@ -32,7 +32,11 @@ from swarmdeck.tools.sandbox import build_env
 MARKER = "RUNNERBENCH"
 GOAL_ADDED_MS = 100
 # Each runner's wire and a model name it accepts.
-WIRES = {"opencode": ("openai", "fake"), "claude": ("anthropic", "claude-sonnet-4-5")}
+WIRES = {
+    "opencode": ("openai", "fake"),
+    "claude": ("anthropic", "claude-sonnet-4-5"),
+    "codex": ("openai", "gpt-5-codex"),
+}
 
 
 def runner_reply(request: FakeRequest, result: dict[str, Any]) -> Reply | None:

@@ -41,12 +41,15 @@ class Kind:
         return fake.openai_base_url if self.wire == "openai" else fake.anthropic_base_url
 
     def shell_call(self, command: str) -> dict[str, object]:
+        if self.name == "codex":
+            return {"name": self.shell, "arguments": {"cmd": command}}
         return {"name": self.shell, "arguments": {"command": command, "description": "run"}}
 
 
 KINDS = [
     Kind("opencode", "openai", "m1", "bash"),
     Kind("claude", "anthropic", "claude-sonnet-4-5", "Bash"),
+    Kind("codex", "openai", "gpt-5-codex", "exec_command"),
 ]
 
 
@@ -154,9 +157,8 @@ def test_key_stays_out_of_argv_env_and_config(sd_home: Path, workdir: Path, kind
             if proc.poll() is None:
                 proc.kill()
     assert proc.returncode == 0, err
-    configs = [
-        p for p in (sd_home / "runs").rglob("*.json") if p.parent.name in (".claude", "opencode")
-    ]
+    names = ("opencode.json", "settings.json", "config.toml")
+    configs = [p for p in (sd_home / "runs").rglob("*") if p.name in names]
     assert configs and all(KEY not in c.read_text() for c in configs)
     assert all(c.stat().st_mode & 0o077 == 0 for c in configs)
     for path in (sd_home / "runs").rglob("*"):

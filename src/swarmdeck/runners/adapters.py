@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from swarmdeck.runners.base import Adapter
 from swarmdeck.runners.claude import ClaudeCode
+from swarmdeck.runners.codex import Codex
 from swarmdeck.runners.opencode import OpenCode
 
-ADAPTERS: dict[str, Adapter] = {"opencode": OpenCode(), "claude": ClaudeCode()}
+ADAPTERS: dict[str, Adapter] = {"opencode": OpenCode(), "claude": ClaudeCode(), "codex": Codex()}
