@@ -469,7 +469,7 @@ def main() -> None:
             runners = "skipped (--quick: a run without it installs and measures the runners)"
         elif not args.no_runners:
             cache = args.peer_cache / "runners"
-            runners = bench_runners(args.runs, fake, recorder, root, cache, measure)
+            runners = bench_runners(args.runs, fake, recorder, root, cache, measure, start_worker)
     report(ours, peer, runners)
 
 

@@ -41,7 +41,8 @@ WIRES = {
 
 def runner_reply(request: FakeRequest, result: dict[str, Any]) -> Reply | None:
     """The fake's answer to a runner's request in this bench, or None (not one of ours)."""
-    if MARKER not in json.dumps(request.body.get("messages", [])[:2]):
+    # Anywhere in the request: Codex sends its own developer and context messages first.
+    if MARKER not in json.dumps(request.body):
         return None
     if not request.body.get("tools"):
         return Reply("bench run")  # a session title, or another side request
@@ -61,9 +62,16 @@ def _install(cache: Path, name: str) -> Path | str:
 
 
 def bench_runners(
-    runs: int, fake: FakeLLM, recorder: Any, root: Path, cache: Path, measure: Any
+    runs: int,
+    fake: FakeLLM,
+    recorder: Any,
+    root: Path,
+    cache: Path,
+    measure: Any,
+    start_worker: Any,
 ) -> list[dict[str, Any]] | str:
-    """Bare runner and `dispatch --runner` rows for each runner; or why there are none."""
+    """Bare runner and `dispatch --runner` rows for each runner, in this process
+    (`--local`) and on a warm worker (the fleet path); or why there are none."""
     rows: list[dict[str, Any]] = []
     skipped = []
     workdir = root / "project"
@@ -78,11 +86,21 @@ def bench_runners(
         env = {"PATH": "/usr/bin:/bin"}
         bare = measure(f"{name} bare", runs, fake, recorder, bare_argv, env, workdir, None)
         ours_argv, ours_env = _ours(name, root, cache, base, wire, model, workdir)
-        ours = measure(
-            f"{name} swarmdeck", runs, fake, recorder, ours_argv, ours_env, workdir,
-            '"swarmdeck.verdict"',
+        verdict = '"swarmdeck.verdict"'
+        local = measure(
+            f"{name} --local", runs, fake, recorder, lambda t, argv=ours_argv: argv(t, "--local"),
+            ours_env, workdir, verdict,
         )  # fmt: skip
-        rows.append({"runner": name, "bare": bare, "ours": ours})
+        worker = start_worker(ours_env, workdir)
+        try:
+            measure(f"{name} warm-up", 1, fake, recorder, ours_argv, ours_env, workdir, verdict)
+            fleet = measure(
+                f"{name} fleet", runs, fake, recorder, ours_argv, ours_env, workdir, verdict
+            )
+        finally:
+            worker.terminate()
+            worker.wait(timeout=30)
+        rows.append({"runner": name, "bare": bare, "local": local, "fleet": fleet})
     return rows or "; ".join(skipped)
 
 
@@ -117,11 +135,11 @@ def _ours(
     env = child_env()
     env["SWARMDECK_HOME"] = str(home)
 
-    def argv(tag: str) -> list[str]:
+    def argv(tag: str, *extra: str) -> list[str]:
         return [
             sys.executable, "-m", "swarmdeck", "dispatch", "--provider", "rb", "--mode",
-            "explore", "--workdir", str(workdir), "--runner", name, "--local", "--quiet",
-            "--task", f"{MARKER} {tag}: what does main return?",
+            "explore", "--workdir", str(workdir), "--runner", name, "--quiet",
+            "--task", f"{MARKER} {tag}: what does main return?", *extra,
         ]  # fmt: skip
 
     return argv, env
@@ -135,15 +153,17 @@ def report_runners(rows: list[dict[str, Any]] | str) -> None:
         return
     print(f"{'':<20}{'startup ms':>12}{'end ms':>10}{'ok':>6}")
     for row in rows:
-        for part in ("bare", "ours"):
+        for part in ("bare", "local", "fleet"):
             r = row[part]
             print(f"{r['name']:<20}{r['startup_ms']:>12.0f}{r['verdict_ms']:>10.0f}{r['ok']:>6}")
+    print("\nadded by swarmdeck on the fleet path (a warm worker), goal <= 100 ms at each end:")
     for row in rows:
-        bare, ours = row["bare"], row["ours"]
+        bare, ours = row["bare"], row["fleet"]
         start = ours["startup_ms"] - bare["startup_ms"]
         end = ours["verdict_ms"] - bare["verdict_ms"]
         met = "met" if max(start, end) <= GOAL_ADDED_MS else "NOT met"
+        local = row["local"]["startup_ms"] - bare["startup_ms"]
         print(
-            f"  {row['runner']}: added {start:.0f} ms at the start, {end:.0f} ms at the end "
-            f"(goal <= {GOAL_ADDED_MS} ms each: {met})"
+            f"  {row['runner']}: {start:.0f} ms at the start, {end:.0f} ms at the end: {met} "
+            f"(--local: {local:.0f} ms at the start)"
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -94,3 +95,18 @@ def leaks_of(pid: int, secret: str) -> list[str]:
         if secret.encode() in data:
             found.append(name)
     return found
+
+
+def processes_under(home: Path) -> list[int]:
+    """Pids whose command line or environment names this test's home (its runner runs)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            seen = (entry / "cmdline").read_bytes() + (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if str(home / "runs").encode() in seen:
+            pids.append(int(entry.name))
+    return pids

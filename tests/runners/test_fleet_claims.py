@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from swarmdeck.catalog.catalog import Catalog
-from swarmdeck.runners.driver import RUNNER_KIND, RUNNER_OPTION
+from swarmdeck.runners.base import RUNNER_KIND, RUNNER_OPTION
 
 
 def _pending(catalog: Catalog, sid: str, options: dict[str, object]) -> None:

@@ -23,7 +23,14 @@ from swarmdeck.dispatch.modes import RESULT_EXAMPLES
 from swarmdeck.testing.fake_llm import FakeLLM
 from swarmdeck.testing.script import Script
 from tests.conftest import cli_env, run_cli, write_provider
-from tests.runners.conftest import KEY, block_text, leaks_of, processes_running, verdict_of
+from tests.runners.conftest import (
+    KEY,
+    block_text,
+    leaks_of,
+    processes_running,
+    processes_under,
+    verdict_of,
+)
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -209,3 +216,21 @@ def test_resume_continues_the_runner_session(sd_home: Path, workdir: Path, kind:
         # OpenCode's own session: the model saw the first run's answer and the new task.
         last = json.dumps(fake.requests[-1].body)
         assert "FIRST-ANSWER" in last and "Now add a test." in last
+
+
+def test_a_wall_timeout_stops_the_runner_and_keeps_what_it_said(
+    sd_home: Path, workdir: Path, with_runner: Callable[[str], Path]
+) -> None:
+    with_runner("opencode")
+    kind = KINDS[0]
+    said = {"text": "PARTIAL-WORK so far", "tool_calls": [kind.shell_call("ls")]}
+    with _fake([said, {**_answer("explore"), "delay": 60.0}]) as fake:
+        _provider(sd_home, fake, kind)
+        code, _, verdict, err = _dispatch(sd_home, workdir, "explore", "--timeout", "8")
+    assert (verdict["verdict"], verdict["timed_out"]) == ("error", True), err
+    assert code != 0
+    # The runner is gone, and what it said before the timeout is in the transcript.
+    assert processes_under(sd_home) == []
+    catalog = Catalog.open(load_settings().store_url)
+    texts = [e.payload.get("text") for e in catalog.events(verdict["session_id"])]
+    assert "PARTIAL-WORK so far" in texts

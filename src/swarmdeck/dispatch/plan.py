@@ -16,7 +16,7 @@ from swarmdeck.dispatch.modes import ModeSpec, get_mode
 from swarmdeck.dispatch.settings import DispatchSettings, load_dispatch_settings
 from swarmdeck.errors import MissingKeyError, UsageError
 from swarmdeck.models.registry import ProviderConfig, ProviderRegistry
-from swarmdeck.runners.base import BUILT_IN
+from swarmdeck.runners.base import BUILT_IN, RUNNER_KIND, RUNNER_OPTION
 from swarmdeck.secrets.redact import Redactor, load_redactor
 from swarmdeck.secrets.store import CredentialStore
 
@@ -86,8 +86,6 @@ class Plan:
         """The session options that hand the session to an external runner (runners/)."""
         if not self.external:
             return {}
-        from swarmdeck.runners.driver import RUNNER_KIND, RUNNER_OPTION
-
         return {"kind": RUNNER_KIND, RUNNER_OPTION: self.runner}
 
     def limit_options(self) -> dict[str, Any]:

@@ -9,6 +9,11 @@ from typing import Any, Literal, Protocol
 Wire = Literal["openai", "anthropic"]
 # The built-in loop's name as a runner: the default.
 BUILT_IN = "swarmdeck"
+# A runner's session: its kind (runners/driver.py drives it) and the option naming the
+# runner. Here, not in the driver: a dispatch on the fleet path names them before it hands
+# the session over, and must not import the runtime to do so.
+RUNNER_KIND = "runner"
+RUNNER_OPTION = "runner"
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from swarmdeck.catalog.records import EventRecord, SessionRecord
 from swarmdeck.config import sandbox_opted_out
 from swarmdeck.runners import install
 from swarmdeck.runners.adapters import ADAPTERS
+from swarmdeck.runners.base import RUNNER_KIND, RUNNER_OPTION
 from swarmdeck.runners.launch import RunnerLaunch
 from swarmdeck.runners.result_block import BEGIN, END, read_block
 from swarmdeck.runners.transcript import RUNNER_SESSION_KIND
@@ -23,9 +24,6 @@ from swarmdeck.runtime.services import services
 from swarmdeck.runtime.status import Ending, end_session
 from swarmdeck.tools.sandbox import sandbox_in_force
 
-RUNNER_KIND = "runner"
-# The session option naming the runner (`opencode`, `claude`, `codex`).
-RUNNER_OPTION = "runner"
 MAX_RESULT_ATTEMPTS = 3
 # The transcript kind of a finished run: the step's journal entry.
 RUN_KIND = "runner_run"
