@@ -1,14 +1,18 @@
 """A runner's parsed events written into swarmdeck's transcript as the built-in loop
 writes its own: an `assistant` entry per model response (with its usage in the ledger, in
-the same transaction), a `tool_result` per tool call, and the runner's session id."""
+the same transaction), a `tool_result` per tool call, and the runner's session id; and
+their spans, as the built-in loop's turns and tool calls have (the runner reports each
+response when it is done, so a span marks it then, with its usage)."""
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
 
+from swarmdeck.models.types import Completion, ToolCall, Usage
 from swarmdeck.runners.base import Item, RunnerSession, Step, ToolDone
 from swarmdeck.runtime.services import services
+from swarmdeck.runtime.traced import tool_span, turn_span
 
 # The transcript kind that records the runner's own session id (what its resume takes).
 RUNNER_SESSION_KIND = "runner_session"
@@ -30,6 +34,24 @@ class TranscriptWriter:
     async def write(self, item: Item) -> None:
         """Store one parsed item (idempotent per key, like the built-in loop's entries)."""
         await asyncio.to_thread(self._write, item)
+        self._trace(item)
+
+    def _trace(self, item: Item) -> None:
+        if not services().tracing.enabled:
+            return
+        if isinstance(item, Step):
+            record = services().session_identity(self.session_id)
+            usage = Usage(**{name: int(item.usage.get(name, 0)) for name in _COUNTS})
+            calls = [ToolCall(c["id"], c["name"], c["arguments"]) for c in item.tool_calls]
+            done = Completion(
+                item.text, calls, usage=usage, model=self.model, cost_usd=item.cost_usd
+            )
+            with turn_span(record, self.turn - 1) as span:
+                span.completed(done, [])
+        elif isinstance(item, ToolDone):
+            call = {"id": item.call_id, "name": item.name, "arguments": ""}
+            with tool_span(self.session_id, call, "runner") as span:
+                span.finished(item.content, item.is_error)
 
     def _write(self, item: Item) -> None:
         catalog = services().catalog
