@@ -159,6 +159,17 @@ class WorkspaceTables(StoreAccess):
             ).first()
         return row[0] if row else None
 
+    def refs_of(self, workspace_id: str) -> list[tuple[str, str]]:
+        """The workspace's (step key, commit) pairs, oldest first."""
+        table = ws_refs
+        with self._reads.connect() as conn:
+            rows = conn.execute(
+                sa.select(table.c.step_key, table.c.commit_id)
+                .where(table.c.workspace_id == workspace_id)
+                .order_by(table.c.seq)
+            )
+            return [(row[0], row[1]) for row in rows]
+
     @staticmethod
     def _ref_in(conn: sa.Connection, workspace_id: str, step_key: str) -> str | None:
         table = ws_refs

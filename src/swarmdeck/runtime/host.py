@@ -24,6 +24,12 @@ from swarmdeck.runtime.services import Services
 from swarmdeck.runtime.session import run_session
 from swarmdeck.runtime.tree import cancel_tree, mark_cancelled
 from swarmdeck.runtime.workflow_ids import workflow_id
+from swarmdeck.runtime.workspaces import (
+    STORE,
+    WORKSPACE_OPTION,
+    capture_submission,
+    requested_mode,
+)
 from swarmdeck.tools.base import Tool
 from swarmdeck.tools.toolsets import SessionScope
 from swarmdeck.workspace.rundir import RunDir
@@ -124,6 +130,7 @@ class Host:
 
     def check_request(self, req: SessionRequest) -> None:
         """Refuse what cannot work before anything is stored or sent."""
+        requested_mode(req.options)  # an unknown workspace mode is refused here
         if not req.workdir.is_dir():
             raise UsageError(
                 f"workdir does not exist: {req.workdir}", "pass an existing directory to --workdir"
@@ -180,7 +187,7 @@ class Host:
                     "title": req.title,
                     "system_message": req.system_message,
                     "tool_names": req.tool_names,
-                    "options": req.options,
+                    "options": self._with_workspace(req, session_id),
                     "executor": executor,
                     "agent": req.agent,
                 }
@@ -190,6 +197,13 @@ class Host:
             self.catalog.notify_handover()
         crash_point("session.created")
         return records
+
+    def _with_workspace(self, req: SessionRequest, session_id: str) -> dict[str, Any]:
+        """The request's options; with a store workspace, its workdir captured first."""
+        if requested_mode(req.options) != STORE:
+            return req.options
+        captured = capture_submission(self.settings, self.catalog, req.workdir, session_id)
+        return {**req.options, WORKSPACE_OPTION: captured}
 
     def send(
         self,

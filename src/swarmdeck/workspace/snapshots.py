@@ -260,14 +260,27 @@ class WorkspaceCache:
             self._git(self.shared, "index-pack", "--stdin", stdin=data)
         return len(needed)
 
-    def materialise(self, workspace_id: str, commit: str, workdir: Path, store: PackStore) -> None:
+    def materialise(
+        self,
+        workspace_id: str,
+        commit: str,
+        workdir: Path,
+        store: PackStore,
+        *,
+        clean: bool = False,
+    ) -> None:
         """Make `workdir` hold the files of `commit`, with git's checkout and the
         workspace's own index: files the commit lacks but the last snapshot had go, files
-        it never knew stay. The workspace's next capture starts from `commit`."""
+        it never knew stay (with `clean`, nothing else stays: the directory is written
+        anew). The workspace's next capture starts from `commit`."""
         self.fetch(commit, store)
         git_dir = self._ws_dir(workspace_id)
-        Path(workdir).mkdir(parents=True, exist_ok=True)
         index = git_dir / "index"
+        if clean:
+            # What a half-finished step left (its new files too) must not survive.
+            shutil.rmtree(workdir, ignore_errors=True)
+            index.unlink(missing_ok=True)
+        Path(workdir).mkdir(parents=True, exist_ok=True)
         self._git(git_dir, "read-tree", "-u", "--reset", commit, work_tree=workdir, index=index)
         tree = self._git(git_dir, "rev-parse", f"{commit}^{{tree}}").decode().strip()
         _write_last(git_dir, commit, tree)
