@@ -38,6 +38,10 @@ CONFIG = (
     ("core.symlinks", "true"),
     ("core.autocrlf", "false"),
     ("gc.auto", "0"),  # objects another workspace's pack assumes must stay
+    ("checkout.workers", "0"),  # a restore writes files on every core
+    # A step's snapshot rescans only the directories that changed, in a smaller index.
+    ("core.untrackedCache", "true"),
+    ("index.version", "4"),
     ("user.name", "swarmdeck"),
     ("user.email", "swarmdeck@localhost"),
 )
@@ -177,10 +181,14 @@ class WorkspaceCache:
         git_dir = self._ws_dir(workspace_id)
         self._write_excludes(git_dir, workdir, never)
         index = git_dir / "index"
-        self._git(git_dir, "add", "-A", "--", ".", work_tree=workdir, index=index)
+        # A first capture writes every file: into one pack as it goes (bulk check-in: any
+        # file above core.bigFileThreshold), not 10,000 loose objects.
+        bulk = [] if self._seed_index(index, workdir) else ["-c", "core.bigFileThreshold=1"]
+        self._git(git_dir, *bulk, "add", "-A", "--", ".", work_tree=workdir, index=index)
         tree = self._git(git_dir, "write-tree", index=index).decode().strip()
+        self._remember_path(workdir, workspace_id)
         parent, parent_tree = _read_last(git_dir)
-        if parent is not None and parent_tree == tree and self.has_commit(parent):
+        if parent is not None and parent_tree == tree:
             return Snapshot(parent, tree, changed=False)
         args = ["commit-tree", tree, "-m", f"swarmdeck workspace {workspace_id}"]
         if parent is not None:
@@ -205,9 +213,11 @@ class WorkspaceCache:
 
     def _upload(self, store: PackStore, commit: str, parent: str | None) -> tuple[str, int]:
         """Pack the objects of `commit` the store lacks and store them under their hash."""
-        candidates = [parent] if parent else []
-        candidates += [c for c in self._recent_stored() if c not in candidates]
-        bases = sorted(store.known_commits(candidates))
+        # The parent alone is enough for a step (git's walk stops at the edge); a new
+        # workspace looks for a base among what this host stored lately.
+        bases = sorted(store.known_commits([parent])) if parent else []
+        if not bases:
+            bases = sorted(store.known_commits(self._recent_stored()))
         # A base's tree too: git leaves out what an unrelated history (another workspace
         # of the same repo) holds only when its trees are named, not just its commits.
         revs = "".join([f"{commit}\n", *(f"^{b}\n^{b}^{{tree}}\n" for b in bases)]).encode()
@@ -216,6 +226,30 @@ class WorkspaceCache:
         store.put_pack(pack_id, data, commit, bases)
         self._remember_stored(commit)
         return pack_id, len(data)
+
+    def _seed_index(self, index: Path, workdir: Path) -> bool:
+        """Whether the workspace has an index; if not, start it from the index of the last
+        workspace captured from the same directory here (a second dispatch on a repo then
+        hashes only what changed since, not every file)."""
+        if index.is_file():
+            return True
+        try:
+            other = (self.root / "paths" / _path_key(workdir)).read_text().strip()
+            shutil.copyfile(self.root / "ws" / check_workspace_id(other) / "index", index)
+        except (OSError, UsageError):
+            return False
+        return True
+
+    def _remember_path(self, workdir: Path, workspace_id: str) -> None:
+        marker = self.root / "paths" / _path_key(workdir)
+        try:
+            if marker.read_text().strip() == workspace_id:
+                return
+        except FileNotFoundError:
+            marker.parent.mkdir(mode=0o700, exist_ok=True)
+        tmp = marker.with_suffix(f".{os.getpid()}")
+        tmp.write_text(workspace_id + "\n")
+        tmp.replace(marker)
 
     def _write_excludes(self, git_dir: Path, workdir: Path, never: Sequence[Path]) -> None:
         """The private info/exclude: the workdir's own, plus the paths never captured."""
@@ -322,6 +356,10 @@ def _write_last(git_dir: Path, commit: str, tree: str) -> None:
     tmp = git_dir / f"last.{os.getpid()}"
     tmp.write_text(f"{commit} {tree}\n")
     tmp.replace(git_dir / "last")
+
+
+def _path_key(workdir: Path) -> str:
+    return hashlib.sha256(str(workdir).encode()).hexdigest()[:32]
 
 
 def _escape_pattern(path: str) -> str:
