@@ -103,6 +103,24 @@ DetachOpt = Annotated[
         help="Hand the session to the fleet's workers and return at once (prints its started line).",
     ),
 ]
+WorkspaceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--workspace",
+        help="store: capture the workdir into the store; workers run on their own copy "
+        "(hosts share only the store). shared: every worker uses the workdir's path. "
+        "Default: $SWARMDECK_WORKSPACE, else shared.",
+        show_default=False,
+    ),
+]
+DeliverOpt = Annotated[
+    str,
+    typer.Option(
+        "--deliver",
+        help="With --workspace store: bring the changes back as a branch swarmdeck/<run> "
+        "in the workdir's repository (branch), or as the run's changes.patch (patch).",
+    ),
+]
 NoSandboxOpt = Annotated[
     bool,
     typer.Option(
@@ -289,6 +307,8 @@ def dispatch(
     detach: DetachOpt = False,
     max_steps: MaxStepsOpt = None,
     no_sandbox: NoSandboxOpt = False,
+    workspace: WorkspaceOpt = None,
+    deliver: DeliverOpt = "branch",
 ) -> None:
     """Run one bounded task on a worker. stdout: exactly two JSON lines, started and verdict
     (with --detach: the started line alone)."""
@@ -313,6 +333,8 @@ def dispatch(
             "max_children": max_children,
             "progress": not quiet,
             "no_sandbox": no_sandbox,
+            "workspace": workspace,
+            "deliver": deliver,
         },
         started_line=True,
         json_errors=True,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -51,6 +51,11 @@ class DispatchOptions(BaseModel):
     local: bool = False
     # Hand the session to the fleet and return at once (its id is in the started line).
     detach: bool = False
+    # Where the session's files live: store or shared (None: $SWARMDECK_WORKSPACE, else
+    # shared); the host checks the value when it creates the session.
+    workspace: Literal["store", "shared"] | None = None
+    # How a store workspace's changes come back: a branch swarmdeck/<run>, or a patch.
+    deliver: Literal["branch", "patch"] = "branch"
 
 
 @dataclass

@@ -9,6 +9,7 @@ was submitted in, and one that cannot see it refuses the session (session.py).
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from swarmdeck.config import Settings
 from swarmdeck.errors import UsageError
 from swarmdeck.runtime.services import services
 from swarmdeck.workspace.snapshots import WorkspaceCache
+from swarmdeck.workspace.worktrees import git
 
 # The session option: "store" on a request, {"mode": "store", "id": ...} once captured.
 WORKSPACE_OPTION = "workspace"
@@ -67,7 +69,19 @@ def capture_submission(
     """Capture a new session's workdir into the store; the option value that names it."""
     cache = cache_of(settings)
     commit = cache.record(session_id, SUBMITTED_KEY, workdir, catalog, never=[settings.home])
-    return {"mode": STORE, "id": session_id, "base": commit}
+    return {"mode": STORE, "id": session_id, "base": commit, **repo_at(workdir)}
+
+
+def repo_at(workdir: Path) -> dict[str, str]:
+    """The git repository the workdir is in, for delivering the session's changes back:
+    its top, its HEAD then, and the workdir's place in it ({} outside a repository or
+    before its first commit)."""
+    out = git(workdir, "rev-parse", "--show-toplevel", "HEAD", check=False).split("\n")
+    if len(out) < 2 or not re.fullmatch(r"[0-9a-f]{40,64}", out[1]):
+        return {}
+    top = Path(out[0]).resolve()
+    prefix = Path(workdir).resolve().relative_to(top).as_posix()
+    return {"repo": str(top), "head": out[1], "prefix": "" if prefix == "." else prefix + "/"}
 
 
 def tree_dir(settings: Settings, ws_id: str) -> Path:

@@ -155,6 +155,11 @@ class WorkspaceCache:
         self._init(git_dir)
         return git_dir
 
+    def shared_git(self, *args: str, stdin: bytes | None = None) -> bytes:
+        """Run git on this host's object database (no work tree): a diff, a pack."""
+        self._init(self.shared)
+        return self._git(self.shared, *args, stdin=stdin)
+
     def has_commit(self, commit: str) -> bool:
         """Whether this host's cache holds the commit (and so, whole, what it reaches)."""
         self._init(self.shared)
