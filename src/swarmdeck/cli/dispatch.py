@@ -109,7 +109,8 @@ WorkspaceOpt = Annotated[
         "--workspace",
         help="store: capture the workdir into the store; workers run on their own copy "
         "(hosts share only the store). shared: every worker uses the workdir's path. "
-        "Default: $SWARMDECK_WORKSPACE, else shared.",
+        "Default: $SWARMDECK_WORKSPACE, else store when the run goes to workers on other "
+        "hosts, else shared.",
         show_default=False,
     ),
 ]

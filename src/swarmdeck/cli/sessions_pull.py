@@ -30,7 +30,7 @@ def pull(
 
     Works on any host that shares the store, for sessions submitted with
     --workspace store."""
-    from swarmdeck.runtime.workspaces import cache_of, workspace_id
+    from swarmdeck.workspace.modes import cache_of, workspace_id
 
     catalog = open_catalog()
     sid = catalog.resolve_session_id(session_id)

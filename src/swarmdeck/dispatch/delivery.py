@@ -7,12 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from swarmdeck.catalog.catalog import Catalog
 from swarmdeck.catalog.records import SessionRecord
 from swarmdeck.config import Settings
 from swarmdeck.dispatch.verdict import Delivered
-from swarmdeck.runtime.workspaces import STORE, WORKSPACE_OPTION, cache_of
 from swarmdeck.workspace.delivery import changes, write_branch, write_patch
+from swarmdeck.workspace.modes import STORE, WORKSPACE_OPTION, cache_of
+from swarmdeck.workspace.packstore import PackStore
 from swarmdeck.workspace.worktrees import GitError
 
 BRANCH = "branch"
@@ -23,24 +23,25 @@ BRANCH_PREFIX = "swarmdeck/"
 
 def deliver(
     record: SessionRecord,
-    catalog: Catalog,
+    catalog: PackStore,
     settings: Settings,
     run_id: str,
     kind: str,
     patch_path: Path,
 ) -> Delivered | None:
-    """Deliver the session's changes since submission; None for a shared workspace."""
+    """Deliver the session's changes since submission; None for a shared workspace or
+    when the session changed nothing."""
     option: Any = record.options.get(WORKSPACE_OPTION)
     if not isinstance(option, dict) or option.get("mode") != STORE:
         return None
     final = catalog.latest_ref(option["id"])
     if final is None or final == option["base"]:
-        return Delivered(kind=kind, files=[])
+        return None
     cache = cache_of(settings)
     found = changes(cache, catalog, option["base"], final)
     files = sorted(c.path for c in found)
     if not found:
-        return Delivered(kind=kind, files=[])
+        return None
     repo = Path(option.get("repo") or "")
     if kind == BRANCH and option.get("head") and repo.is_dir():
         branch = BRANCH_PREFIX + run_id

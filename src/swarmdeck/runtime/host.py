@@ -24,14 +24,9 @@ from swarmdeck.runtime.services import Services
 from swarmdeck.runtime.session import run_session
 from swarmdeck.runtime.tree import cancel_tree, mark_cancelled
 from swarmdeck.runtime.workflow_ids import workflow_id
-from swarmdeck.runtime.workspaces import (
-    STORE,
-    WORKSPACE_OPTION,
-    capture_submission,
-    requested_mode,
-)
 from swarmdeck.tools.base import Tool
 from swarmdeck.tools.toolsets import SessionScope
+from swarmdeck.workspace.modes import requested_mode, with_workspace
 from swarmdeck.workspace.rundir import RunDir
 
 FOLLOW_POLL_SECONDS = 0.05
@@ -172,6 +167,7 @@ class Host:
         for req in requests:
             self.check_request(req)
         executor = None if fleet else self.lease().executor_id
+        others = fleet and self._workers_elsewhere(requests)
         specs = []
         for req in requests:
             session_id = req.session_id or new_session_id()
@@ -187,7 +183,7 @@ class Host:
                     "title": req.title,
                     "system_message": req.system_message,
                     "tool_names": req.tool_names,
-                    "options": self._with_workspace(req, session_id),
+                    "options": self._with_workspace(req, session_id, others),
                     "executor": executor,
                     "agent": req.agent,
                 }
@@ -198,12 +194,20 @@ class Host:
         crash_point("session.created")
         return records
 
-    def _with_workspace(self, req: SessionRequest, session_id: str) -> dict[str, Any]:
+    def _workers_elsewhere(self, requests: list[SessionRequest]) -> bool:
+        """Whether a live fleet worker runs on another host (asked only when a request
+        leaves the workspace mode to the host)."""
+        if all(requested_mode(r.options) for r in requests):
+            return False
+        return any(w.hostname != self.settings.hostname for w in self.fleet_workers())
+
+    def _with_workspace(
+        self, req: SessionRequest, session_id: str, other_hosts: bool
+    ) -> dict[str, Any]:
         """The request's options; with a store workspace, its workdir captured first."""
-        if requested_mode(req.options) != STORE:
-            return req.options
-        captured = capture_submission(self.settings, self.catalog, req.workdir, session_id)
-        return {**req.options, WORKSPACE_OPTION: captured}
+        return with_workspace(
+            req.options, other_hosts, self.settings, self.catalog, req.workdir, session_id
+        )
 
     def send(
         self,
