@@ -10,18 +10,14 @@ temporary index), and git runs no program the repository's config names.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from swarmdeck.workspace.packstore import PackStore
 from swarmdeck.workspace.safegit import no_program_options
-from swarmdeck.workspace.snapshots import IDENTITY, WorkspaceCache
-from swarmdeck.workspace.worktrees import GitError
+from swarmdeck.workspace.snapshots import WorkspaceCache, clean_env, run_git
 
-GIT_TIMEOUT_S = 120
 ZERO = "0" * 40
 GITLINK = "160000"
 
@@ -60,26 +56,9 @@ def write_patch(cache: WorkspaceCache, base: str, final: str, path: Path) -> Non
 
 
 def _repo_git(repo: Path, *args: str, stdin: bytes = b"", index: Path | None = None) -> bytes:
-    """Run git in the user's repository, safely; stdout, or GitError."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(IDENTITY, LC_ALL="C", GIT_TERMINAL_PROMPT="0")
-    if index is not None:
-        env["GIT_INDEX_FILE"] = str(index)
-    try:
-        proc = subprocess.run(
-            ["git", *no_program_options(repo), *args],
-            cwd=repo,
-            env=env,
-            input=stdin,
-            capture_output=True,
-            timeout=GIT_TIMEOUT_S,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise GitError(f"git {args[0]} failed in {repo}: {exc}") from None
-    if proc.returncode != 0:
-        detail = " ".join(proc.stderr.decode(errors="replace").split())[:300]
-        raise GitError(f"git {args[0]} failed in {repo}: {detail}")
-    return proc.stdout
+    """Run git in the user's repository, running no program its config names."""
+    env = clean_env(**({"GIT_INDEX_FILE": str(index)} if index is not None else {}))
+    return run_git([*no_program_options(repo), *args], repo, env, stdin)
 
 
 def write_branch(

@@ -89,10 +89,7 @@ class WorkspaceCache:
     # -- git ----------------------------------------------------------------------------
 
     def _env(self, git_dir: Path, work_tree: Path | None, index: Path | None) -> dict[str, str]:
-        # No GIT_* of the caller's (a hook's GIT_DIR would point git at the user's repo).
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-        env.update(IDENTITY, LC_ALL="C", GIT_TERMINAL_PROMPT="0", GIT_DIR=str(git_dir))
-        env["GIT_OBJECT_DIRECTORY"] = str(self.objects)
+        env = clean_env(GIT_DIR=str(git_dir), GIT_OBJECT_DIRECTORY=str(self.objects))
         if work_tree is not None:
             env["GIT_WORK_TREE"] = str(work_tree)
         if index is not None:
@@ -109,23 +106,8 @@ class WorkspaceCache:
     ) -> bytes:
         """Run git on a private git dir; its stdout, or GitError with git's own words."""
         cwd = work_tree if work_tree is not None else git_dir
-        try:
-            proc = subprocess.run(
-                ["git", *fixed_options(), *args],
-                cwd=cwd,
-                env=self._env(git_dir, work_tree, index),
-                input=stdin if stdin is not None else b"",
-                capture_output=True,
-                timeout=GIT_TIMEOUT_S,
-            )
-        except FileNotFoundError:
-            raise GitError("git is not installed", "install git to keep workspaces") from None
-        except subprocess.TimeoutExpired:
-            raise GitError(f"git {args[0]} timed out on a workspace in {cwd}") from None
-        if proc.returncode != 0:
-            detail = " ".join(proc.stderr.decode(errors="replace").split())[:300]
-            raise GitError(f"git {args[0]} failed on a workspace in {cwd}: {detail}")
-        return proc.stdout
+        env = self._env(git_dir, work_tree, index)
+        return run_git([*fixed_options(), *args], cwd, env, stdin or b"")
 
     def _init(self, git_dir: Path) -> None:
         """Create a private git dir (once), with our config and attributes."""
@@ -346,6 +328,32 @@ class WorkspaceCache:
             raise
         finally:
             index.unlink(missing_ok=True)
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment of a git swarmdeck runs: no GIT_* of the caller's (a hook's GIT_DIR
+    would point git at another repository), C messages, swarmdeck's identity."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(IDENTITY, LC_ALL="C", GIT_TERMINAL_PROMPT="0", **extra)
+    return env
+
+
+def run_git(args: list[str], cwd: Path, env: dict[str, str], stdin: bytes = b"") -> bytes:
+    """Run `git ARGS` in `cwd`; its stdout (bytes), or GitError in one line."""
+    try:
+        proc = subprocess.run(
+            ["git", *args], cwd=cwd, env=env, input=stdin, capture_output=True,
+            timeout=GIT_TIMEOUT_S,
+        )  # fmt: skip
+    except FileNotFoundError:
+        raise GitError("git is not installed", "install git to keep workspaces") from None
+    except subprocess.TimeoutExpired:
+        raise GitError(f"git {args[0]} timed out in {cwd}") from None
+    if proc.returncode != 0:
+        detail = " ".join(proc.stderr.decode(errors="replace").split())[:300]
+        command = next((a for a in args if not a.startswith("-") and "=" not in a), "")
+        raise GitError(f"git {command} failed in {cwd}: {detail}")
+    return proc.stdout
 
 
 def _read_last(git_dir: Path) -> tuple[str | None, str | None]:
