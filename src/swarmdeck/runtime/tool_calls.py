@@ -132,6 +132,7 @@ async def tool_call(session_id: str, turn: int, call: dict[str, Any]) -> dict[st
         if prep["tool"].effect is not Effect.READ:
             # The files after this step, keyed to its journal entry, before that lands.
             await asyncio.to_thread(snapshot_step, session_id, f"tool:{turn}:{call['id']}")
+            crash_point("tool.snapshotted")
     outcome = await asyncio.to_thread(shrink, session_id, turn, call["id"], outcome)
     return await catalog_write(_store_call, session_id, turn, call, outcome)
 

@@ -8,6 +8,7 @@ A `shared` session is left as it is: a worker that cannot see its path refuses i
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from swarmdeck.errors import UsageError
 from swarmdeck.runtime.services import services
 from swarmdeck.workspace.modes import SUBMITTED_KEY, cache_of, workspace_id
 
+# The ref recorded when a host restored an earlier snapshot than the latest.
+RESTORED_PREFIX = "restored:"
 # Where a host keeps the files of the store workspaces it runs (under its own home).
 TREES = "trees"
 
@@ -53,6 +56,10 @@ def materialise(session_id: str) -> SessionRecord:
     local = tree_dir(svc.settings, ws_id)
     commit = journaled_ref(svc.catalog, session_id, ws_id)
     cache_of(svc.settings).materialise(ws_id, commit, local, svc.catalog, clean=True)
+    if svc.catalog.latest_ref(ws_id) != commit:
+        # A snapshot whose step never reached the journal was passed over: the workspace's
+        # current files (`sessions pull`, delivery) are the restored ones from now on.
+        svc.catalog.put_ref(ws_id, f"{RESTORED_PREFIX}{time.time_ns()}", commit)
     moved = replace(record, workdir=str(local))
     svc.pin_identity(moved)
     return moved
