@@ -30,7 +30,7 @@ from swarmdeck.runtime.tool_calls import (
 )
 from swarmdeck.runtime.traced import session_span, tool_span
 from swarmdeck.runtime.turn import compact_between_turns, llm_turn, mail_waiting
-from swarmdeck.runtime.workspaces import materialise
+from swarmdeck.runtime.workspaces import in_store, materialise
 
 DEFAULT_MAX_TURNS = 50
 MAX_RESULT_ATTEMPTS = 3
@@ -56,7 +56,8 @@ async def run_session(session_id: str, generation: int, d: Durable) -> dict[str,
     if info["terminal"]:
         return {"status": info["status"], "reason": "already finished"}
     # A store workspace: its files as of the last journaled step, on this host.
-    await asyncio.to_thread(materialise, session_id)
+    if in_store(session_id):
+        await asyncio.to_thread(materialise, session_id)
     unseen = workdir_unseen(session_id)
     if unseen is not None:
         # Never in the wrong directory: a worker that cannot see the session's workdir

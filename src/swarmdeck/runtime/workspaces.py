@@ -25,6 +25,12 @@ RESTORED_PREFIX = "restored:"
 TREES = "trees"
 
 
+def in_store(session_id: str) -> bool:
+    """Whether the session keeps its workspace in the store (its identity is cached: a
+    shared session costs no thread hop and no read here)."""
+    return workspace_id(services().session_identity(session_id).options) is not None
+
+
 def tree_dir(settings: Settings, ws_id: str) -> Path:
     """Where this host materialises a store workspace."""
     return settings.workspaces_dir / TREES / ws_id
