@@ -167,7 +167,6 @@ class Host:
         for req in requests:
             self.check_request(req)
         executor = None if fleet else self.lease().executor_id
-        others = fleet and self._workers_elsewhere(requests)
         specs = []
         for req in requests:
             session_id = req.session_id or new_session_id()
@@ -183,7 +182,7 @@ class Host:
                     "title": req.title,
                     "system_message": req.system_message,
                     "tool_names": req.tool_names,
-                    "options": self._with_workspace(req, session_id, others),
+                    "options": self._with_workspace(req, session_id),
                     "executor": executor,
                     "agent": req.agent,
                 }
@@ -194,19 +193,12 @@ class Host:
         crash_point("session.created")
         return records
 
-    def _workers_elsewhere(self, requests: list[SessionRequest]) -> bool:
-        """Whether a live fleet worker runs on another host (asked only when a request
-        leaves the workspace mode to the host)."""
-        if all(requested_mode(r.options) for r in requests):
-            return False
-        return any(w.hostname != self.settings.hostname for w in self.fleet_workers())
-
-    def _with_workspace(
-        self, req: SessionRequest, session_id: str, other_hosts: bool
-    ) -> dict[str, Any]:
-        """The request's options; with a store workspace, its workdir captured first."""
+    def _with_workspace(self, req: SessionRequest, session_id: str) -> dict[str, Any]:
+        """The request's options; with a store workspace (asked for: the SDK and the short
+        form of `run` have no delivery, so they never choose it themselves), its workdir
+        captured first."""
         return with_workspace(
-            req.options, other_hosts, self.settings, self.catalog, req.workdir, session_id
+            req.options, False, self.settings, self.catalog, req.workdir, session_id
         )
 
     def send(

@@ -43,9 +43,10 @@ def requested_mode(options: dict[str, Any]) -> str | None:
 
 
 def choose_mode(options: dict[str, Any], other_hosts: bool) -> str:
-    """The mode a new session gets: the one asked for, else store when it is handed to a
-    fleet with workers on other hosts (they could not see this host's path), else shared
-    (one machine: the session edits the directory in place, as it always did)."""
+    """The mode a new session gets: the one asked for, else store when a dispatch is
+    handed to a fleet with workers on other hosts (they could not see this host's path;
+    its changes come back as a branch), else shared (one machine: the session edits the
+    directory in place, as it always did)."""
     return requested_mode(options) or (STORE if other_hosts else SHARED)
 
 
