@@ -73,6 +73,9 @@ def test_a_store_session_works_on_a_copy_and_is_pulled_back(
     # The session ran in this host's copy: the submitted directory is as it was.
     assert not (workdir / "out.txt").exists() and (workdir / "README.md").is_file()
     sid = _session_id(sd_home)
+    # Its copy on this host went with its end; the store keeps the files.
+    assert not (sd_home / "workspaces" / "trees" / sid).exists()
+    assert (sd_home / "workspaces" / "objects.git").is_dir()
 
     catalog = Catalog.open(load_settings().store_url)
     refs = catalog.refs_of(sid)

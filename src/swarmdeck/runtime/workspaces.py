@@ -8,6 +8,7 @@ A `shared` session is left as it is: a worker that cannot see its path refuses i
 
 from __future__ import annotations
 
+import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -69,6 +70,16 @@ def materialise(session_id: str) -> SessionRecord:
     moved = replace(record, workdir=str(local))
     svc.pin_identity(moved)
     return moved
+
+
+def release(session_id: str) -> None:
+    """After the session ended here: remove this host's copy of its files (the store keeps
+    them; a resume writes them anew). The workspace's small git dir stays: its index
+    speeds up the next capture of the same directory."""
+    svc = services()
+    ws_id = workspace_id(svc.session_identity(session_id).options)
+    if ws_id is not None:
+        shutil.rmtree(tree_dir(svc.settings, ws_id), ignore_errors=True)
 
 
 def snapshot_step(session_id: str, step_key: str) -> str | None:
