@@ -7,13 +7,16 @@ directories, one commit plus a few uncommitted files), then, through the real ca
 - first submission: capture the repository into an empty store (every object travels);
 - second submission: a new workspace on the same repository (only its commit travels);
 - snapshot after a step that changed one file (median of --steps);
-- takeover restore: a fresh host cache fetches the packs and writes the files to a new
-  directory (the part of a takeover the workspace adds);
+- restore on a new host: a fresh host cache fetches the packs and writes the files to a
+  new directory (the part of a takeover the workspace adds);
+- takeover (workspace_takeover.py): two `swarmdeck worker` processes with homes of their
+  own; the one running a store session is SIGKILLed after a step that changed a file,
+  and the other restores the files and asks the next turn: seconds from the kill to it
+  (the 3 s lease included);
 
 and, in the same run, the baselines: `git clone --no-local` of the repository and
 `cp -r` of it. Goals (issue 36): snapshot <= 50 ms, first submission <= 2 s, takeover
-<= 5 s (the full takeover, SIGKILL to first step, is the multi-host test's; here it is the
-restore alone).
+<= 5 s.
 
     python bench/workspace.py [--quick] [--files N] [--mib M] [--store URL]
 """
@@ -35,6 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from quick import parse_with_quick
+from workspace_takeover import measure_takeover
 
 from swarmdeck.catalog.catalog import Catalog
 from swarmdeck.workspace.snapshots import WorkspaceCache
@@ -171,11 +175,10 @@ def run(args: argparse.Namespace) -> None:
             f"cp -r              {copy_s * 1000:8.0f} ms  (restore / cp {restore_s / copy_s:.2f}x)"
         )
         print(f"first submission / git clone: {first_s / clone_s:.2f}x")
-        print(
-            "goals: snapshot <= 50 ms, first submission <= 2 s, takeover <= 5 s "
-            "(here: the restore alone)"
-        )
-        print(f"workspace: snapshot {snapshot_ms:.1f} ms, takeover {restore_s:.2f} s")
+        takeover_s = measure_takeover(repo, work)
+        print(f"takeover           {takeover_s:8.2f} s  SIGKILL to the first resumed step")
+        print("goals: snapshot <= 50 ms, first submission <= 2 s, takeover <= 5 s")
+        print(f"workspace: snapshot {snapshot_ms:.1f} ms, takeover {takeover_s:.2f} s")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
