@@ -116,3 +116,51 @@ def test_an_unknown_workspace_mode_is_refused(sd_home: Path, workdir: Path, fake
     assert res.code == 2
     assert "unknown workspace mode 'nfs'" in res.stderr
     assert fake_llm.requests == []
+
+
+async def test_a_sub_agent_of_a_store_session_works_on_a_copy_of_its_parents_files(
+    sd_home: Path, workdir: Path, fake_llm
+) -> None:
+    from swarmdeck import AgentSpec, Swarm
+
+    write_provider(sd_home, "fake", fake_llm.openai_base_url)
+    spawn = {"name": "spawn_agent", "arguments": {"task": "child: write", "title": "c"}}
+    parent_write = {"path": "parent.txt", "content": "from the parent\n"}
+    child_write = {"path": "child.txt", "content": "from the child\n"}
+    fake_llm.set_script(
+        {
+            "scenarios": [
+                {
+                    "match": "child: write",
+                    "turns": [
+                        {"tool_calls": [{"name": "write_file", "arguments": child_write}]},
+                        {"text": "child done"},
+                    ],
+                },
+                {
+                    "match": "parent: delegate",
+                    "turns": [
+                        {"tool_calls": [{"name": "write_file", "arguments": parent_write}]},
+                        {"tool_calls": [spawn]},
+                        {"tool_calls": [{"name": "wait_for_agents", "arguments": {}}]},
+                        {"text": "parent done"},
+                    ],
+                },
+            ]
+        }
+    )
+    async with Swarm() as swarm:
+        spec = AgentSpec("fake", options={"workspace": "store"})
+        session = await swarm.start("parent: delegate", spec, workdir=workdir)
+        assert (await session.result(timeout=30)).status == "completed"
+        catalog = swarm.host.catalog
+        [child] = catalog.list_sessions(parent_id=session.id)
+    assert child.status == "completed" and child.options["workspace"]["id"] == child.id
+    # Neither wrote to the submitted directory.
+    assert sorted(p.name for p in workdir.iterdir()) == ["README.md", "app.py"]
+    out = workdir.parent / "child-pulled"
+    res = run_cli(sd_home, "sessions", "pull", child.id, str(out))
+    assert res.code == 0, res.stderr
+    # The child started from the parent's files as they were when it was spawned.
+    assert (out / "parent.txt").read_text() == "from the parent\n"
+    assert (out / "child.txt").read_text() == "from the child\n"

@@ -15,26 +15,18 @@ from pathlib import Path
 
 from swarmdeck.catalog.catalog import Catalog
 from swarmdeck.catalog.records import SessionRecord
-from swarmdeck.config import Settings
 from swarmdeck.errors import UsageError
 from swarmdeck.runtime.services import services
-from swarmdeck.workspace.modes import SUBMITTED_KEY, cache_of, workspace_id
+from swarmdeck.workspace.modes import SUBMITTED_KEY, cache_of, tree_dir, workspace_id
 
 # The ref recorded when a host restored an earlier snapshot than the latest.
 RESTORED_PREFIX = "restored:"
-# Where a host keeps the files of the store workspaces it runs (under its own home).
-TREES = "trees"
 
 
 def in_store(session_id: str) -> bool:
     """Whether the session keeps its workspace in the store (its identity is cached: a
     shared session costs no thread hop and no read here)."""
     return workspace_id(services().session_identity(session_id).options) is not None
-
-
-def tree_dir(settings: Settings, ws_id: str) -> Path:
-    """Where this host materialises a store workspace."""
-    return settings.workspaces_dir / TREES / ws_id
 
 
 def journaled_ref(catalog: Catalog, session_id: str, ws_id: str) -> str:

@@ -25,6 +25,8 @@ MODES = (STORE, SHARED)
 WORKSPACE_ENV = "SWARMDECK_WORKSPACE"
 # The ref a workspace starts with: the files as submitted.
 SUBMITTED_KEY = "submitted"
+# Where a host keeps the files of the store workspaces it runs (under its own home).
+TREES = "trees"
 
 
 def requested_mode(options: dict[str, Any]) -> str | None:
@@ -61,6 +63,25 @@ def workspace_id(options: dict[str, Any]) -> str | None:
 def cache_of(settings: Settings) -> WorkspaceCache:
     """This host's workspace cache (under its home)."""
     return WorkspaceCache(settings.workspaces_dir)
+
+
+def tree_dir(settings: Settings, ws_id: str) -> Path:
+    """Where this host materialises a store workspace."""
+    return settings.workspaces_dir / TREES / ws_id
+
+
+def child_options(
+    settings: Settings, store: PackStore, parent: dict[str, Any], child_id: str
+) -> dict[str, Any]:
+    """The workspace option of a sub-agent of a store session: its own workspace, captured
+    from the parent's copy on this host as it is now ({} for a shared parent). The child
+    never works in the submitter's path, and its changes stay in its own workspace."""
+    ws_id = workspace_id(parent)
+    if ws_id is None:
+        return {}
+    source = tree_dir(settings, ws_id)
+    options = with_workspace({WORKSPACE_OPTION: STORE}, False, settings, store, source, child_id)
+    return {WORKSPACE_OPTION: options[WORKSPACE_OPTION]}
 
 
 def with_workspace(
