@@ -95,6 +95,9 @@ def test_a_store_session_works_on_a_copy_and_is_pulled_back(
     assert again.code == 2
     assert again.stderr.count("\n") == 1 and "not empty" in again.stderr
 
+    assert run_cli(sd_home, "sessions", "rm", sid).code == 0
+    assert catalog.refs_of(sid) == []  # its workspace's refs went with it
+
 
 def test_a_shared_session_cannot_be_pulled(
     sd_home: Path, workdir: Path, fake_llm, tmp_path: Path

@@ -53,6 +53,13 @@ ws_refs = sa.Table(
 )
 
 
+def delete_refs_of(conn: sa.Connection, workspace_ids: list[str]) -> None:
+    """Remove these workspaces' refs, in `conn`'s transaction (a removed session's: its
+    workspace has its id). Packs stay: a later snapshot of another workspace may build
+    on them."""
+    conn.execute(ws_refs.delete().where(ws_refs.c.workspace_id.in_(workspace_ids)))
+
+
 class WorkspaceTables(StoreAccess):
     """Workspace packs, commits and refs (sd_ws_*); the PackStore of snapshots.py."""
 
