@@ -186,3 +186,29 @@ def test_export_refuses_a_non_empty_directory_and_leaves_nothing_on_failure(
         "host-b",
         "repo",
     ]
+
+
+def test_a_snapshot_of_an_execution_taken_over_meanwhile_lands_nothing(tmp_path: Path) -> None:
+    import contextvars
+
+    from swarmdeck.catalog import fence
+    from swarmdeck.catalog.fence import Fenced
+
+    catalog = _catalog()
+    catalog.create_session(
+        session_id="s1", model="m", mode="agent", workdir="/", run_dir="/", task="t"
+    )
+    first, _ = catalog.open_run("s1", "worker-a")
+    second, _ = catalog.claim_run("s1", "worker-b")  # a takeover
+    repo = _repo(tmp_path / "repo")
+    cache = WorkspaceCache(tmp_path / "host-a")
+
+    def under(epoch: int, key: str) -> str:
+        fence.enter("s1", epoch)
+        return cache.record("s1", key, repo, catalog)
+
+    with pytest.raises(Fenced):
+        contextvars.copy_context().run(under, first.epoch, "tool:1:late")
+    assert catalog.refs_of("s1") == []
+    landed = contextvars.copy_context().run(under, second, "tool:1:late")
+    assert catalog.refs_of("s1") == [("tool:1:late", landed)]

@@ -13,7 +13,7 @@ import time
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from swarmdeck.catalog.access import StoreAccess
+from swarmdeck.catalog.access import StoreAccess, lock_session
 from swarmdeck.catalog.schema import metadata
 
 # One git pack (`git pack-objects --stdout`), named by the sha256 of its bytes: the same
@@ -124,7 +124,8 @@ class WorkspaceTables(StoreAccess):
 
     def put_ref(self, workspace_id: str, step_key: str, commit_id: str) -> str:
         """Record the workspace's commit after a step; a step recorded before keeps its
-        first commit, which is returned (the one the journal agrees with)."""
+        first commit, which is returned (the one the journal agrees with). Fenced when this
+        execution of the session no longer holds it."""
         try:
             return self._put_ref(workspace_id, step_key, commit_id)
         except IntegrityError:
@@ -136,9 +137,13 @@ class WorkspaceTables(StoreAccess):
 
     def _put_ref(self, workspace_id: str, step_key: str, commit_id: str) -> str:
         with self.engine.begin() as conn:
+            # A session's workspace has its id: a snapshot taken by an execution that was
+            # taken over meanwhile (a paused or cut-off host) lands nothing (Fenced).
+            lock_session(conn, workspace_id)
             found = self._ref_in(conn, workspace_id, step_key)
             if found is not None:
                 return found
+            self._check_fence(conn, workspace_id)
             conn.execute(
                 ws_refs.insert().values(
                     workspace_id=workspace_id,
