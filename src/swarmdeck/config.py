@@ -125,6 +125,9 @@ class Settings:
     # Git worktrees that code runs made.
     worktrees_dir = UnderHome("worktrees")
 
+    # Private git dirs and checkouts of the store workspaces this host captured or ran.
+    workspaces_dir = UnderHome("workspaces")
+
     # The workdir of the system agents.
     system_dir = UnderHome("system")
 

@@ -4,8 +4,8 @@ warns of nothing: a change that breaks a bench fails here, not weeks later in a 
 Each bench is a test of its own, so xdist spreads them over its workers beside the rest of
 the suite. The figures of a quick run mean nothing; only the shape of the closing line is
 checked. bench/suite_cpu.py is left out: it is a pytest plugin and a report on what a whole
-suite run recorded, not a bench with a size (bench/quick.py, bare_http.py, child_env.py and
-fake_server.py are modules the benches share).
+suite run recorded, not a bench with a size (bench/quick.py, bare_http.py, child_env.py,
+fake_server.py and workspace_takeover.py are modules the benches share).
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ CLOSING_LINES = {
     "tui": rf"CPU share of one core +{NUMBER} % +\(goal: under 2 %\)",
     "tools": r"runtime tokens per turn: demo \d+, \d+ MCP servers \d+ \(eager \d+\)",
     "tui_cancel": rf"`swarmdeck sessions cancel` process +{NUMBER}",
+    "workspace": rf"workspace: snapshot {NUMBER} ms, takeover {NUMBER} s",
 }
 # What a clean run must not print: Python's warnings, asyncio's and aiohttp's complaints
 # about what was left open, a traceback.
@@ -62,6 +63,7 @@ def test_every_bench_is_run_here() -> None:
         "suite_cpu",
         "mcp_wide_server",
         "prefix_share",
+        "workspace_takeover",
     }
     benches = {p.stem for p in BENCH.glob("*.py")} - helpers
     assert benches == set(CLOSING_LINES)

@@ -26,11 +26,19 @@ def catalog() -> Catalog:
 
 
 def submit(prefix: str, count: str) -> list[str]:
-    """Hand `count` sessions to the fleet in one transaction, tasks `PREFIX i`."""
+    """Hand `count` sessions to the fleet in one transaction, tasks `PREFIX i`.
+
+    They keep a shared workspace: WORKDIR exists on every host, and the tests count the
+    `once` effect in each host's own copy of it (the store workspace has tests of its own:
+    the dispatches from the planner's repository)."""
     from swarmdeck.runtime.host import Host, SessionRequest
 
     host = Host()
-    batch = [SessionRequest(f"{prefix} {i}", "fake", Path(WORKDIR)) for i in range(int(count))]
+    shared = {"workspace": "shared"}
+    batch = [
+        SessionRequest(f"{prefix} {i}", "fake", Path(WORKDIR), options=dict(shared))
+        for i in range(int(count))
+    ]
     return [r.id for r in host.create_sessions(batch, fleet=True)]
 
 

@@ -1,7 +1,9 @@
 """The fleet across hosts that share only PostgreSQL, on real namespaces (conftest.py):
 a burst spreads over three worker hosts; a host killed or cut off mid-session is taken
 over by another, the answers the cut-off host got meanwhile never reach the transcript or
-the session's end, and no `once` effect runs twice.
+the session's end, and no `once` effect runs twice; a dispatch from the planner's
+repository runs on another host (its workspace kept in the store) and its branch comes
+back, also when the host that ran it was killed after a step.
 
 The tests run in order on one lab: the burst with b, c and d; then b alone holds
 sessions when it is killed, and again when it is cut off.
@@ -116,26 +118,6 @@ def git(lab_fleet: LabFleet, *args: str) -> str:
     return lab_fleet.host("planner").run(["git", "-C", PLANNER_REPO, *args]).stdout
 
 
-# Issue 36's workspaces (branch wip/workspace) bring `dispatch --deliver`: until then these
-# two skip, saying what they wait for.
-WAITS_FOR = (
-    "waits for issue 36's workspaces (branch wip/workspace): the session's files kept in "
-    "the store and materialised by the worker that runs it, and a code-mode dispatch "
-    "delivering branch swarmdeck/<run> to the planner's repo (`dispatch --deliver`)"
-)
-
-
-@pytest.fixture
-def workspaces(lab_fleet: LabFleet) -> LabFleet:
-    """The lab, where this swarmdeck delivers a dispatch's branch; else the test skips."""
-    helped = lab_fleet.host("planner").run(
-        [sys.executable, "-m", "swarmdeck", "dispatch", "--help"]
-    )
-    if "--deliver" not in helped.stdout:
-        pytest.skip(WAITS_FOR)
-    return lab_fleet
-
-
 def dispatch_argv(task: str) -> list[str]:
     """A code-mode dispatch in the planner's repository."""
     return [
@@ -159,29 +141,29 @@ def only_b_serves(lab_fleet: LabFleet) -> None:
 
 
 def test_a_dispatch_from_the_planner_runs_on_b_and_its_branch_comes_back(
-    workspaces: LabFleet,
+    lab_fleet: LabFleet,
 ) -> None:
-    only_b_serves(workspaces)
-    before = delivered(workspaces)
-    out = workspaces.host("planner").run(dispatch_argv("deliver job: make main return 42"))
+    only_b_serves(lab_fleet)
+    before = delivered(lab_fleet)
+    out = lab_fleet.host("planner").run(dispatch_argv("deliver job: make main return 42"))
     started, verdict = (json.loads(line) for line in out.stdout.splitlines()[-2:])
     assert verdict["verdict"] == "completed", verdict
-    report = workspaces.probe("sessions", started["session_id"])
+    report = lab_fleet.probe("sessions", started["session_id"])
     assert report[started["session_id"]]["host"] == "b", report
-    new = {b: text for b, text in delivered(workspaces).items() if b not in before}
+    new = {b: text for b, text in delivered(lab_fleet).items() if b not in before}
     assert len(new) == 1 and "return 42" in next(iter(new.values())), new
     # The planner's own checkout is untouched: the change is on the branch.
-    assert "return 41" in git(workspaces, "show", "HEAD:app.py")
+    assert "return 41" in git(lab_fleet, "show", "HEAD:app.py")
 
 
 def test_a_takeover_restores_the_files_as_of_the_last_journaled_step(
-    workspaces: LabFleet,
+    lab_fleet: LabFleet,
 ) -> None:
-    only_b_serves(workspaces)
-    before = delivered(workspaces)
-    planner = workspaces.host("planner")
+    only_b_serves(lab_fleet)
+    before = delivered(lab_fleet)
+    planner = lab_fleet.host("planner")
     proc = planner.popen(
-        dispatch_argv("restore job: make main return 43"), workspaces.logs / "restore.log"
+        dispatch_argv("restore job: make main return 43"), lab_fleet.logs / "restore.log"
     )
     # b wrote app.py and journaled the step; its next turn waits 8 s on b's model.
     wait_until_tool = (
@@ -193,13 +175,13 @@ def test_a_takeover_restores_the_files_as_of_the_last_journaled_step(
     while not ids:
         assert time.monotonic() < deadline, "the restore dispatch never started"
         ids = json.loads(planner.run([sys.executable, "-c", wait_until_tool]).stdout)
-    mid = workspaces.probe("wait", json.dumps(ids), "tool", "30")
+    mid = lab_fleet.probe("wait", json.dumps(ids), "tool", "30")
     assert mid["ready"] and host_of(mid) == {ids[0]: "b"}, mid
-    workspaces.start_workers("c")
-    workspaces.stop_worker("b", signal.SIGKILL)
-    assert proc.wait(timeout=60) == 0, (workspaces.logs / "restore.log").read_text()
-    report = workspaces.probe("sessions", *ids)
+    lab_fleet.start_workers("c")
+    lab_fleet.stop_worker("b", signal.SIGKILL)
+    assert proc.wait(timeout=60) == 0, (lab_fleet.logs / "restore.log").read_text()
+    report = lab_fleet.probe("sessions", *ids)
     assert report[ids[0]]["host"] == "c" and report[ids[0]]["epoch"] == 2, report
-    new = {b: text for b, text in delivered(workspaces).items() if b not in before}
+    new = {b: text for b, text in delivered(lab_fleet).items() if b not in before}
     # c never wrote app.py: what the branch holds is b's step, restored from the store.
     assert len(new) == 1 and "return 43" in next(iter(new.values())), new

@@ -234,3 +234,31 @@ def test_a_wall_timeout_stops_the_runner_and_keeps_what_it_said(
     catalog = Catalog.open(load_settings().store_url)
     texts = [e.payload.get("text") for e in catalog.events(verdict["session_id"])]
     assert "PARTIAL-WORK so far" in texts
+
+
+def test_a_runner_on_a_store_workspace_delivers_its_branch(
+    sd_home: Path, tmp_path: Path, with_runner: Callable[[str], Path]
+) -> None:
+    with_runner("opencode")
+    kind = KINDS[0]
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    (repo / "app.py").write_text("X = 1\n")
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "first"]):
+        subprocess.run([*git, *args], cwd=repo, check=True, capture_output=True)
+    made = {"text": "", "tool_calls": [kind.shell_call("echo made > made.txt")]}
+    with _fake([made, _answer("code")]) as fake:
+        _provider(sd_home, fake, kind)
+        code, _, verdict, err = _dispatch(sd_home, repo, "code", "--workspace", "store")
+    assert code == 0, err
+    # The runner worked on the store's copy: the planner's tree is as it was, and the
+    # runner's file comes back on the branch.
+    assert not (repo / "made.txt").exists()
+    delivered = verdict["delivered"]
+    assert delivered["kind"] == "branch" and delivered["files"] == ["made.txt"]
+    shown = subprocess.run(
+        ["git", "show", f"{delivered['branch']}:made.txt"], cwd=repo, capture_output=True,
+        text=True, check=True,
+    )  # fmt: skip
+    assert shown.stdout == "made\n"

@@ -1,5 +1,5 @@
 """The session catalog: one `Catalog` over every family of tables (sessions and runs, the
-inbox, the transcript, artifacts, hand-overs, usage), each in a module of its own."""
+inbox, the transcript, artifacts, hand-overs, usage, workspaces), each in a module of its own."""
 
 from __future__ import annotations
 
@@ -15,13 +15,16 @@ from swarmdeck.catalog.handovers import HANDOVER_CHANNEL, HandoverTables
 from swarmdeck.catalog.runs import RunTables
 from swarmdeck.catalog.sessions import SessionTables
 from swarmdeck.catalog.usage import UsageTables
+from swarmdeck.catalog.workspaces import WorkspaceTables
 
 # Callers that write without waiting, and workers that listen for hand-overs, import these
 # from here as they did before the catalog was split.
 __all__ = ["HANDOVER_CHANNEL", "Catalog", "WriteWouldWait"]
 
 
-class Catalog(SessionTables, RunTables, HandoverTables, ArtifactTables, UsageTables):
+class Catalog(
+    SessionTables, RunTables, HandoverTables, ArtifactTables, UsageTables, WorkspaceTables
+):
     """All catalog reads and writes; every persisted text passes the redaction filter."""
 
     @classmethod

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from swarmdeck.catalog.direct_workspaces import DirectWorkspaceTables
 from swarmdeck.catalog.liveness import WorkerRow
 from swarmdeck.catalog.nul_text import SESSION_TEXT_COLUMNS, escape_nul, unescape_nul
 from swarmdeck.catalog.records import EventRecord, SessionRecord, UsageTotals
@@ -35,7 +36,7 @@ def _identity(text: str) -> str:
     return text
 
 
-class DirectCatalog:
+class DirectCatalog(DirectWorkspaceTables):
     """A connection to the store for one process that hands sessions to the fleet."""
 
     def __init__(self, store_url: str, redact: Callable[[str], str] = _identity) -> None:

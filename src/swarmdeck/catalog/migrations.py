@@ -13,7 +13,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
-from swarmdeck.catalog import blackboard  # noqa: F401  (its tables join `metadata`)
+from swarmdeck.catalog import blackboard, workspaces  # noqa: F401  (their tables join `metadata`)
 from swarmdeck.catalog.schema import metadata
 
 PREFIX = "sd_"

@@ -15,6 +15,7 @@ from swarmdeck.catalog.blackboard import delete_scopes_of
 from swarmdeck.catalog.events import EventTables
 from swarmdeck.catalog.inbox import InboxTables
 from swarmdeck.catalog.records import TERMINAL_STATUSES, InboxPost, SessionRecord, system_session_id
+from swarmdeck.catalog.workspaces import delete_refs_of
 from swarmdeck.errors import NotFoundError
 
 
@@ -238,8 +239,8 @@ class SessionTables(InboxTables, EventTables):
             conn.execute(statements.TOUCH_ACTIVE, {"b_session": session_id, "b_ts": time.time()})
 
     def delete_session_tree(self, session_id: str) -> list[str]:
-        """Remove a session, its descendants, their transcripts and blackboards; returns the
-        removed ids."""
+        """Remove a session, its descendants, their transcripts, blackboards and workspace
+        refs; returns the removed ids."""
         ids = [session_id, *self.descendant_ids(session_id)]
         with self.engine.begin() as conn:
             for table in (
@@ -252,6 +253,7 @@ class SessionTables(InboxTables, EventTables):
             ):
                 conn.execute(table.delete().where(table.c.session_id.in_(ids)))
             delete_scopes_of(conn, ids)
+            delete_refs_of(conn, ids)
             conn.execute(schema.sessions.delete().where(schema.sessions.c.id.in_(ids)))
         return ids
 

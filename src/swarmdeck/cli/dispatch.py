@@ -111,6 +111,25 @@ RunnerOpt = Annotated[
         "(default: the provider's `runner`, else swarmdeck).",
     ),
 ]
+WorkspaceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--workspace",
+        help="store: capture the workdir into the store; workers run on their own copy "
+        "(hosts share only the store). shared: every worker uses the workdir's path. "
+        "Default: $SWARMDECK_WORKSPACE, else store when the run goes to workers on other "
+        "hosts, else shared.",
+        show_default=False,
+    ),
+]
+DeliverOpt = Annotated[
+    str,
+    typer.Option(
+        "--deliver",
+        help="With --workspace store: bring the changes back as a branch swarmdeck/<run> "
+        "in the workdir's repository (branch), or as the run's changes.patch (patch).",
+    ),
+]
 NoSandboxOpt = Annotated[
     bool,
     typer.Option(
@@ -298,6 +317,8 @@ def dispatch(
     max_steps: MaxStepsOpt = None,
     no_sandbox: NoSandboxOpt = False,
     runner: RunnerOpt = None,
+    workspace: WorkspaceOpt = None,
+    deliver: DeliverOpt = "branch",
 ) -> None:
     """Run one bounded task on a worker. stdout: exactly two JSON lines, started and verdict
     (with --detach: the started line alone)."""
@@ -323,6 +344,8 @@ def dispatch(
             "progress": not quiet,
             "no_sandbox": no_sandbox,
             "runner": runner,
+            "workspace": workspace,
+            "deliver": deliver,
         },
         started_line=True,
         json_errors=True,

@@ -35,6 +35,7 @@ from swarmdeck.cli.dispatch import (
     TaskOpt,
     TimeoutOpt,
     WorkdirOpt,
+    WorkspaceOpt,
     WorktreeOpt,
     turn_cap,
 )
@@ -78,6 +79,7 @@ def run(
     plugin: PluginOpt = None,
     local: LocalOpt = False,
     detach: DetachOpt = False,
+    workspace: WorkspaceOpt = None,
 ) -> None:
     """Run one task with progress on stderr; ends with the verdict (or, short form, the answer).
 
@@ -91,7 +93,7 @@ def run(
         contract_only = bool(provider or session or worktree or dry_run or idle_timeout)
         _short_form(
             task_text, model, agent, plugin, workdir, mode, limits, timeout, quiet,
-            no_sandbox, (local, detach, contract_only),
+            no_sandbox, (local, detach, contract_only), workspace,
         )  # fmt: skip
         return
     if task_text is not None:
@@ -120,6 +122,7 @@ def run(
             "timeout_exit_code": EXIT_TIMEOUT,
             "local": local,
             "detach": detach,
+            "workspace": workspace,
         },
         started_line=False,
         json_errors=False,
@@ -138,6 +141,7 @@ def _short_form(
     quiet: bool,
     no_sandbox: bool,
     flags: tuple[bool, bool, bool],
+    workspace: str | None = None,
 ) -> None:
     """Check the short form's options, then run it (see run_short)."""
     from swarmdeck.cli.run_short import run_short, short_form_mode, short_request
@@ -155,5 +159,7 @@ def _short_form(
     where = workdir or Path(".")
     session_mode = short_form_mode(mode, no_sandbox)
     request = short_request(task_text, model, agent, plugin, where, session_mode)
+    if workspace is not None:
+        request.options["workspace"] = workspace
     placement = "here" if local else "detach" if detach else "fleet"
     run_short(request, mode is None, limits, timeout, quiet, no_sandbox, placement)

@@ -412,3 +412,7 @@ def render_tree(catalog: Catalog, root_id: str) -> object:
 
     grow(tree, root_id)
     return tree
+
+
+# `sessions pull` lives in a module of its own and registers itself on sessions_app.
+import swarmdeck.cli.sessions_pull  # noqa: E402,F401

@@ -175,11 +175,24 @@ class FleetDriver:
             "title": new.title,
             "system_message": new.system_message,
             "tool_names": new.tool_names,
-            "options": new.options,
+            "options": self._with_workspace(new),
         }
         self.direct.hand_over(row, new.task)
         self._handed_at = time.monotonic()
         threading.Thread(target=_warm_up, daemon=True).start()
+
+    def _with_workspace(self, new: NewSession) -> dict[str, Any]:
+        """The new session's options; with a store workspace (asked for, or chosen because
+        workers run on other hosts), its workdir captured first (workspace/modes.py)."""
+        from swarmdeck.workspace.modes import requested_mode, with_workspace
+
+        others = requested_mode(new.options) is None and any(
+            w.hostname != self.settings.hostname for w in self.live_workers()
+        )
+        workdir = new.workdir.resolve()
+        return with_workspace(
+            new.options, others, self.settings, self.direct, workdir, new.session_id
+        )
 
     def live_workers(self) -> list[WorkerRow]:
         """The live fleet workers serving the store."""

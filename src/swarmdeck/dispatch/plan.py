@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -54,6 +54,11 @@ class DispatchOptions(BaseModel):
     detach: bool = False
     # An external runner instead of the built-in loop (None: the provider's `runner`).
     runner: str | None = None
+    # Where the session's files live: store or shared (None: $SWARMDECK_WORKSPACE, else
+    # shared); the host checks the value when it creates the session.
+    workspace: Literal["store", "shared"] | None = None
+    # How a store workspace's changes come back: a branch swarmdeck/<run>, or a patch.
+    deliver: Literal["branch", "patch"] = "branch"
 
 
 @dataclass

@@ -154,6 +154,7 @@ class Runner:
                 # Only the flag travels: where the session runs, that home's settings.yaml
                 # decides the rest (the sandbox the started line names is that one).
                 "no_sandbox": plan.opts.no_sandbox,
+                **({"workspace": plan.opts.workspace} if plan.opts.workspace else {}),
                 **plan.limit_options(),
             },
         )
@@ -403,10 +404,36 @@ class Runner:
         )
         sandbox = driver.sandbox_of_run(sid, plan.opts.no_sandbox)
         verdict = build_verdict(facts).model_copy(
-            update={"sandbox": sandbox.kind if sandbox is not None else None}
+            update={
+                "sandbox": sandbox.kind if sandbox is not None else None,
+                "delivered": self._deliver(record, source, paths, log),
+            }
         )
         write_verdict_file(paths.verdict, verdict)
         return verdict
+
+    def _deliver(self, record: Any, source: Any, paths: RunPaths, log: RunLog) -> Any:
+        """A store workspace's changes, brought back here (dispatch/delivery.py)."""
+        from swarmdeck.dispatch.delivery import deliver
+        from swarmdeck.errors import SwarmdeckError
+
+        try:
+            delivered = deliver(
+                record,
+                source,
+                self.plan.settings,
+                paths.run_id,
+                self.plan.opts.deliver,
+                paths.dir / "changes.patch",
+            )
+        except SwarmdeckError as exc:
+            log.note(f"error: the workspace's changes were not delivered: {exc.one_line()}")
+            return None
+        if delivered is not None and delivered.branch:
+            log.note(f"delivered: branch {delivered.branch} in {delivered.repo}")
+        elif delivered is not None and delivered.patch_path:
+            log.note(f"delivered: patch {delivered.patch_path}")
+        return delivered
 
 
 async def _last_sign_of_life(source: Source, sid: str, last_event: float, now: float) -> float:

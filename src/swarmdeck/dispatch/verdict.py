@@ -82,6 +82,17 @@ class Started(BaseModel):
     sandbox: Literal["bwrap", "landlock", "none"] | None = None
 
 
+class Delivered(BaseModel):
+    """How a store workspace's changes came back to the planner's host."""
+
+    kind: Literal["branch", "patch"]
+    branch: str | None = None  # swarmdeck/<run>, in `repo`
+    repo: str | None = None
+    patch_path: str | None = None
+    files: list[str] = Field(default_factory=list)  # relative to the workdir
+    note: str | None = None  # why a branch was asked for and a patch came
+
+
 class Verdict(BaseModel):
     """The last line of `dispatch`: every field of the contract, plus how the run ended."""
 
@@ -118,6 +129,9 @@ class Verdict(BaseModel):
     workdir: str | None = None
     log_path: str | None = None
     events_path: str | None = None
+    # A session with its workspace in the store (--workspace store): its changes, brought
+    # back as a branch or a patch; null for a shared workspace.
+    delivered: Delivered | None = None
 
     def line(self) -> str:
         """The verdict as one JSON line."""

@@ -22,6 +22,7 @@ from swarmdeck.runners.transcript import RUNNER_SESSION_KIND
 from swarmdeck.runtime.durable import Durable
 from swarmdeck.runtime.services import services
 from swarmdeck.runtime.status import Ending, end_session
+from swarmdeck.runtime.workspaces import in_store, release, snapshot_step
 from swarmdeck.tools.sandbox import sandbox_in_force
 
 MAX_RESULT_ATTEMPTS = 3
@@ -55,6 +56,8 @@ class RunnerSessionRun:
         """Record the end (idempotent) and return the workflow's outcome."""
         ending = Ending(status, text, error, reason, self.generation)
         await end_session(self.sid, self.has_parent, ending)
+        if in_store(self.sid):
+            await asyncio.to_thread(release, self.sid)  # the store keeps the files
         return {"status": status, "reason": reason}
 
     async def once(self, attempt: int, prompt: str, resume: str | None) -> dict[str, Any]:
@@ -69,6 +72,9 @@ class RunnerSessionRun:
         if not await asyncio.to_thread(catalog.mark_tool_started, self.sid, key):
             return {INTERRUPTED: True}
         outcome = await RunnerLaunch.for_session(self.record, self.generation).run(prompt, resume)
+        if in_store(self.sid):
+            # The files as the run left them, under the key of the entry that journals it.
+            await asyncio.to_thread(snapshot_step, self.sid, key)
         payload = {
             "exit_code": outcome.exit_code,
             "final_text": outcome.final_text,

@@ -26,6 +26,7 @@ from swarmdeck.runtime.tree import cancel_tree, mark_cancelled
 from swarmdeck.runtime.workflow_ids import workflow_id
 from swarmdeck.tools.base import Tool
 from swarmdeck.tools.toolsets import SessionScope
+from swarmdeck.workspace.modes import requested_mode, with_workspace
 from swarmdeck.workspace.rundir import RunDir
 
 FOLLOW_POLL_SECONDS = 0.05
@@ -124,6 +125,7 @@ class Host:
 
     def check_request(self, req: SessionRequest) -> None:
         """Refuse what cannot work before anything is stored or sent."""
+        requested_mode(req.options)  # an unknown workspace mode is refused here
         if not req.workdir.is_dir():
             raise UsageError(
                 f"workdir does not exist: {req.workdir}", "pass an existing directory to --workdir"
@@ -180,7 +182,7 @@ class Host:
                     "title": req.title,
                     "system_message": req.system_message,
                     "tool_names": req.tool_names,
-                    "options": req.options,
+                    "options": self._with_workspace(req, session_id),
                     "executor": executor,
                     "agent": req.agent,
                 }
@@ -190,6 +192,14 @@ class Host:
             self.catalog.notify_handover()
         crash_point("session.created")
         return records
+
+    def _with_workspace(self, req: SessionRequest, session_id: str) -> dict[str, Any]:
+        """The request's options; with a store workspace (asked for: the SDK and the short
+        form of `run` have no delivery, so they never choose it themselves), its workdir
+        captured first."""
+        return with_workspace(
+            req.options, False, self.settings, self.catalog, req.workdir, session_id
+        )
 
     def send(
         self,

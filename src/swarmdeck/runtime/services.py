@@ -114,6 +114,11 @@ class Services:
             record = self._records[session_id] = self.catalog.get_session(session_id)
         return record
 
+    def pin_identity(self, record: SessionRecord) -> None:
+        """Use this record as the session's identity in this process: a store workspace's
+        session runs in the directory this host materialised it in (runtime/workspaces)."""
+        self._records[record.id] = record
+
     def remember(self, record: SessionRecord) -> None:
         """Keep a session's record that a step read anyway, for session_identity (its
         identity fields are immutable): the turn that follows need not read it again."""

@@ -6,12 +6,13 @@ Between turns a persistent session idles on its inbox (and its cron); a one-shot
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 from swarmdeck.catalog import fence
 from swarmdeck.catalog.fence import Fenced
-from swarmdeck.catalog.records import COMPACT_REQUEST_KIND
+from swarmdeck.catalog.records import COMPACT_REQUEST_KIND, TERMINAL_STATUSES
 from swarmdeck.runtime import tree
 from swarmdeck.runtime.budget import check_budget
 from swarmdeck.runtime.control import ControlTools
@@ -29,6 +30,7 @@ from swarmdeck.runtime.tool_calls import (
 )
 from swarmdeck.runtime.traced import session_span, tool_span
 from swarmdeck.runtime.turn import compact_between_turns, llm_turn, mail_waiting
+from swarmdeck.runtime.workspaces import in_store, materialise, release
 
 DEFAULT_MAX_TURNS = 50
 MAX_RESULT_ATTEMPTS = 3
@@ -53,6 +55,9 @@ async def run_session(session_id: str, generation: int, d: Durable) -> dict[str,
     fence.enter(session_id, epoch)
     if info["terminal"]:
         return {"status": info["status"], "reason": "already finished"}
+    # A store workspace: its files as of the last journaled step, on this host.
+    if in_store(session_id):
+        await asyncio.to_thread(materialise, session_id)
     unseen = workdir_unseen(session_id)
     if unseen is not None:
         # Never in the wrong directory: a worker that cannot see the session's workdir
@@ -69,7 +74,10 @@ async def run_session(session_id: str, generation: int, d: Durable) -> dict[str,
                 return await _run_kind(kind, session_id, generation, d, info)
         try:
             with session_span(session_id, generation):
-                return await loop.run()
+                outcome = await loop.run()
+            if outcome.get("status") in TERMINAL_STATUSES and in_store(session_id):
+                await asyncio.to_thread(release, session_id)
+            return outcome
         except Fenced:
             raise
         except Exception as exc:

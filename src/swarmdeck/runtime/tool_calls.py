@@ -16,6 +16,7 @@ from swarmdeck.runtime.services import services
 from swarmdeck.runtime.status import describe_error
 from swarmdeck.runtime.tool_output import shrink
 from swarmdeck.runtime.traced import tool_span
+from swarmdeck.runtime.workspaces import in_store, snapshot_step
 from swarmdeck.tools.base import Effect, ToolOutcome
 from swarmdeck.tools.tool_index import LOAD_TOOLS
 
@@ -128,6 +129,10 @@ async def tool_call(session_id: str, turn: int, call: dict[str, Any]) -> dict[st
                 outcome = ToolOutcome(f"error: {describe_error(exc)}", is_error=True)
             span.finished(outcome.content, outcome.is_error)
         crash_point("tool.after")
+        if prep["tool"].effect is not Effect.READ and in_store(session_id):
+            # The files after this step, keyed to its journal entry, before that lands.
+            await asyncio.to_thread(snapshot_step, session_id, f"tool:{turn}:{call['id']}")
+            crash_point("tool.snapshotted")
     outcome = await asyncio.to_thread(shrink, session_id, turn, call["id"], outcome)
     return await catalog_write(_store_call, session_id, turn, call, outcome)
 

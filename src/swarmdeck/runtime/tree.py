@@ -22,6 +22,7 @@ from swarmdeck.runtime.prompts import DEFAULT_SYSTEM_PROMPT
 from swarmdeck.runtime.services import EngineOps, services
 from swarmdeck.runtime.traced import child_trace_options
 from swarmdeck.tools.tool_index import DEFAULT_CORE
+from swarmdeck.workspace.modes import child_options
 
 PREVIEW = 400
 # Session options a child takes from its parent.
@@ -76,6 +77,8 @@ def spawn_child(parent_id: str, call_key: str, args: dict[str, Any]) -> dict[str
             # The tree's limits hold at every level, not only below the root.
             **{k: parent.options[k] for k in INHERITED_OPTIONS if k in parent.options},
             **spec["options"],
+            # A store session's sub-agent: a workspace of its own, from the parent's files.
+            **child_options(svc.settings, svc.catalog, parent.options, child_id),
             # The spawn_agent call's span: the child's spans join the parent's trace.
             **child_trace_options(),
         },

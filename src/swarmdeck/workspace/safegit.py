@@ -66,6 +66,12 @@ def repo_filters(cwd: Path, git_options: Sequence[str] = ()) -> list[str]:
     return sorted(names)
 
 
+def fixed_options() -> list[str]:
+    """The `-c` options for a git run on a repository swarmdeck made itself (its config
+    names no filter): only the settings that switch programs off."""
+    return [arg for pair in _FIXED for arg in ("-c", pair)]
+
+
 def no_program_options(cwd: Path, git_options: Sequence[str] = ()) -> list[str]:
     """The `-c` options that go before the subcommand of a git run in `cwd` (with the
     run's own global options, such as `-C dir`, which pick the repository)."""
