@@ -127,7 +127,8 @@ def _ours(
     from child_env import child_env
 
     home = root / f"sd-home-{name}"
-    (home / "providers").mkdir(parents=True)
+    home.mkdir(mode=0o700)
+    (home / "providers").mkdir()
     (home / "runners").mkdir()
     (home / "runners" / name).symlink_to(install.runner_dir(cache, name))
     provider = {"key": "rb", "kind": wire, "base_url": base, "model": model, "needs_key": False}
