@@ -30,6 +30,7 @@ from swarmdeck.cli.dispatch import (
     NoSandboxOpt,
     ProviderOpt,
     QuietOpt,
+    RunnerOpt,
     SessionOpt,
     TaskFileOpt,
     TaskOpt,
@@ -80,6 +81,7 @@ def run(
     local: LocalOpt = False,
     detach: DetachOpt = False,
     workspace: WorkspaceOpt = None,
+    runner: RunnerOpt = None,
 ) -> None:
     """Run one task with progress on stderr; ends with the verdict (or, short form, the answer).
 
@@ -90,7 +92,7 @@ def run(
 
     limits = ShortLimits(turn_cap(max_turns, max_steps), max_tokens, max_cost, max_children)
     if (task_text is not None or agent is not None) and task is None and task_file is None:
-        contract_only = bool(provider or session or worktree or dry_run or idle_timeout)
+        contract_only = bool(provider or session or worktree or dry_run or idle_timeout or runner)
         _short_form(
             task_text, model, agent, plugin, workdir, mode, limits, timeout, quiet,
             no_sandbox, (local, detach, contract_only), workspace,
@@ -123,6 +125,7 @@ def run(
             "local": local,
             "detach": detach,
             "workspace": workspace,
+            "runner": runner,
         },
         started_line=False,
         json_errors=False,

@@ -16,17 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from swarmdeck.runners.base import (
-    Access,
-    Endpoint,
-    Item,
-    RunnerSession,
-    Step,
-    ToolDone,
-    Wire,
-    usage_counts,
-    write_private,
-)
+from swarmdeck.runners import base
+from swarmdeck.runners.base import Item, Step
 
 READ_TOOLS = ["Bash", "Read", "Grep", "Glob", "LS", "TodoWrite"]
 EDIT_TOOLS = ["Edit", "MultiEdit", "Write", "NotebookEdit"]
@@ -50,7 +41,7 @@ class ClaudeParser:
         sid = event.get("session_id")
         if isinstance(sid, str) and sid != self.session:
             self.session = sid
-            items.append(RunnerSession(sid))
+            items.append(base.RunnerSession(sid))
         kind = event.get("type")
         message = event.get("message") or {}
         if kind == "assistant":
@@ -84,7 +75,7 @@ class ClaudeParser:
                 self.step.tool_calls.append({"id": call_id, "name": name, "arguments": arguments})
         usage = message.get("usage") or {}
         output = max(int(usage.get("output_tokens") or 0), self.step.usage.get("output", 0))
-        self.step.usage = usage_counts(
+        self.step.usage = base.usage_counts(
             int(usage.get("input_tokens") or 0),
             output,
             int(usage.get("cache_read_input_tokens") or 0),
@@ -111,7 +102,7 @@ class ClaudeParser:
             if isinstance(text, list):
                 text = "\n".join(str(b.get("text", "")) for b in text if isinstance(b, dict))
             name = self.names.get(call_id, "tool")
-            done.append(ToolDone(call_id, name, str(text or ""), bool(block.get("is_error"))))
+            done.append(base.ToolDone(call_id, name, str(text or ""), bool(block.get("is_error"))))
         return done
 
     def finish(self) -> list[Item]:
@@ -123,13 +114,13 @@ class ClaudeCode:
     """The Claude Code adapter: an Anthropic endpoint named in a per-run settings.json."""
 
     name = "claude"
-    wire: Wire = "anthropic"
+    wire: base.Wire = "anthropic"
 
-    def prepare(self, home: Path, endpoint: Endpoint, access: Access) -> None:
+    def prepare(self, home: Path, endpoint: base.Endpoint, access: base.Access) -> None:
         """settings.json (0600) under the run's home: the endpoint, the model, the token
         through an apiKeyHelper that reads a 0600 file, and the mode's permissions."""
         token = home / ".claude" / TOKEN_FILE
-        write_private(token, endpoint.token)
+        base.write_private(token, endpoint.token)
         allow = READ_TOOLS + (EDIT_TOOLS if access.writes else [])
         deny = NEVER + ([] if access.writes else EDIT_TOOLS)
         settings = {
@@ -144,9 +135,9 @@ class ClaudeCode:
             },
             "permissions": {"allow": allow, "deny": deny},
         }
-        write_private(home / ".claude" / "settings.json", json.dumps(settings))
+        base.write_private(home / ".claude" / "settings.json", json.dumps(settings))
 
-    def argv(self, binary: Path, prompt: str, resume: str | None, access: Access) -> list[str]:
+    def argv(self, binary: Path, prompt: str, resume: str | None, access: base.Access) -> list[str]:
         """`claude -p --output-format stream-json --verbose [--resume ID] PROMPT`."""
         argv = [str(binary), "-p", "--output-format", "stream-json", "--verbose"]
         if access.writes:

@@ -14,17 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from swarmdeck.runners.base import (
-    Access,
-    Endpoint,
-    Item,
-    RunnerSession,
-    Step,
-    ToolDone,
-    Wire,
-    usage_counts,
-    write_private,
-)
+from swarmdeck.runners import base
+from swarmdeck.runners.base import Item, Step
 
 PROVIDER_ID = "swarmdeck"
 
@@ -39,7 +30,7 @@ class CodexParser:
         """The items this line completes."""
         kind = event.get("type")
         if kind == "thread.started" and event.get("thread_id"):
-            return [RunnerSession(str(event["thread_id"]))]
+            return [base.RunnerSession(str(event["thread_id"]))]
         if kind == "item.completed":
             self.held += _items(event.get("item") or {})
         elif kind == "turn.completed":
@@ -53,7 +44,7 @@ class CodexParser:
             steps = [Step()]
             self.held.append(steps[0])
         cached = int(usage.get("cached_input_tokens") or 0)
-        steps[-1].usage = usage_counts(
+        steps[-1].usage = base.usage_counts(
             int(usage.get("input_tokens") or 0) - cached,
             int(usage.get("output_tokens") or 0),
             cached,
@@ -77,14 +68,14 @@ def _items(item: dict[str, Any]) -> list[Item]:
         call = {"id": item_id, "name": "shell", "arguments": arguments}
         failed = item.get("exit_code") not in (0, None) or item.get("status") == "failed"
         output = str(item.get("aggregated_output") or "")
-        return [Step(tool_calls=[call]), ToolDone(item_id, "shell", output, failed)]
+        return [Step(tool_calls=[call]), base.ToolDone(item_id, "shell", output, failed)]
     if kind == "file_change":
         changes = item.get("changes") or []
         arguments = json.dumps({"changes": changes}, ensure_ascii=False)
         call = {"id": item_id, "name": "apply_patch", "arguments": arguments}
         failed = item.get("status") == "failed"
         done = ", ".join(f"{c.get('kind')} {c.get('path')}" for c in changes) or "no change"
-        return [Step(tool_calls=[call]), ToolDone(item_id, "apply_patch", done, failed)]
+        return [Step(tool_calls=[call]), base.ToolDone(item_id, "apply_patch", done, failed)]
     return []  # reasoning, advisory errors, plans: not part of the conversation
 
 
@@ -97,9 +88,9 @@ class Codex:
     """The Codex adapter: a Responses API provider in a per-run config.toml."""
 
     name = "codex"
-    wire: Wire = "openai"
+    wire: base.Wire = "openai"
 
-    def prepare(self, home: Path, endpoint: Endpoint, access: Access) -> None:
+    def prepare(self, home: Path, endpoint: base.Endpoint, access: base.Access) -> None:
         """`~/.codex/config.toml` (0600) in the run's home: the provider with the run's
         token, no update checks, analytics, feedback or plugin fetches, one attempt per
         request (swarmdeck's proxy and timeouts decide the rest)."""
@@ -126,9 +117,9 @@ class Codex:
             "request_max_retries = 0",
             "stream_max_retries = 0",
         ]
-        write_private(home / ".codex" / "config.toml", "\n".join(lines) + "\n")
+        base.write_private(home / ".codex" / "config.toml", "\n".join(lines) + "\n")
 
-    def argv(self, binary: Path, prompt: str, resume: str | None, access: Access) -> list[str]:
+    def argv(self, binary: Path, prompt: str, resume: str | None, access: base.Access) -> list[str]:
         """`codex exec --json ... [resume ID] PROMPT`.
 
         Codex's own sandbox (bubblewrap in a user namespace) cannot start inside

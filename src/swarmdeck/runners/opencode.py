@@ -13,17 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from swarmdeck.runners.base import (
-    Access,
-    Endpoint,
-    Item,
-    RunnerSession,
-    Step,
-    ToolDone,
-    Wire,
-    usage_counts,
-    write_private,
-)
+from swarmdeck.runners import base
+from swarmdeck.runners.base import Item, Step
 
 PROVIDER_ID = "swarmdeck"
 
@@ -34,7 +25,7 @@ class OpenCodeParser:
 
     session: str | None = None
     step: Step = field(default_factory=Step)
-    done: list[ToolDone] = field(default_factory=list)
+    done: list[base.ToolDone] = field(default_factory=list)
     open: bool = False
 
     def feed(self, event: dict[str, Any]) -> list[Item]:
@@ -43,7 +34,7 @@ class OpenCodeParser:
         sid = event.get("sessionID")
         if isinstance(sid, str) and sid != self.session:
             self.session = sid
-            items.append(RunnerSession(sid))
+            items.append(base.RunnerSession(sid))
         part = event.get("part") or {}
         kind = event.get("type")
         if kind == "step_start":
@@ -57,7 +48,7 @@ class OpenCodeParser:
         elif kind == "step_finish":
             tokens = part.get("tokens") or {}
             cache = tokens.get("cache") or {}
-            self.step.usage = usage_counts(
+            self.step.usage = base.usage_counts(
                 int(tokens.get("input") or 0),
                 int(tokens.get("output") or 0),
                 int(cache.get("read") or 0),
@@ -77,7 +68,7 @@ class OpenCodeParser:
         self.step.tool_calls.append({"id": call_id, "name": name, "arguments": arguments})
         failed = state.get("status") == "error"
         content = state.get("error") if failed else state.get("output")
-        self.done.append(ToolDone(call_id, name, str(content or ""), failed))
+        self.done.append(base.ToolDone(call_id, name, str(content or ""), failed))
 
     def _close(self) -> list[Item]:
         items: list[Item] = [self.step, *self.done]
@@ -93,9 +84,9 @@ class OpenCode:
     """The OpenCode adapter: an OpenAI-compatible provider in a per-run opencode.json."""
 
     name = "opencode"
-    wire: Wire = "openai"
+    wire: base.Wire = "openai"
 
-    def prepare(self, home: Path, endpoint: Endpoint, access: Access) -> None:
+    def prepare(self, home: Path, endpoint: base.Endpoint, access: base.Access) -> None:
         """opencode.json (0600) under the run's XDG config: the provider, the model, and
         the mode's permissions."""
         permission = {
@@ -119,9 +110,9 @@ class OpenCode:
             "autoupdate": False,
             "share": "disabled",
         }
-        write_private(home / ".config" / "opencode" / "opencode.json", json.dumps(config))
+        base.write_private(home / ".config" / "opencode" / "opencode.json", json.dumps(config))
 
-    def argv(self, binary: Path, prompt: str, resume: str | None, access: Access) -> list[str]:
+    def argv(self, binary: Path, prompt: str, resume: str | None, access: base.Access) -> list[str]:
         """`opencode run --format json [--session ID] PROMPT`."""
         argv = [str(binary), "run", "--format", "json"]
         if resume:
