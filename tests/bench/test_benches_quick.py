@@ -5,7 +5,7 @@ Each bench is a test of its own, so xdist spreads them over its workers beside t
 the suite. The figures of a quick run mean nothing; only the shape of the closing line is
 checked. bench/suite_cpu.py is left out: it is a pytest plugin and a report on what a whole
 suite run recorded, not a bench with a size (bench/quick.py, bare_http.py, child_env.py,
-fake_server.py and workspace_takeover.py are modules the benches share).
+fake_server.py, workspace_takeover.py and runner_overhead.py are modules the benches share).
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ def test_every_bench_is_run_here() -> None:
         "mcp_wide_server",
         "prefix_share",
         "workspace_takeover",
+        "runner_overhead",
     }
     benches = {p.stem for p in BENCH.glob("*.py")} - helpers
     assert benches == set(CLOSING_LINES)
