@@ -6,6 +6,7 @@ takes (tests/chaos/test_upgrade.py replays a wait of format 1)."""
 
 from __future__ import annotations
 
+import base64
 import re
 from pathlib import Path
 
@@ -84,3 +85,55 @@ def test_the_session_workflows_engine_steps_are_format_2(
         "WORKFLOW_FORMAT (runtime/engine/workflow.py), keep the old path for the old "
         "format, and write the new steps here"
     )
+
+
+# Format 3: an idle session that a person's message wakes takes it at once: the drain that
+# took it is followed by the status write of its turn. Format 2 first waited for the batch's
+# quiet gap (a look at the clock, another recv, another drain).
+def steps_after_taking(store_url: str, session_id: str) -> list[str]:
+    """The engine steps that follow each drain that took a message."""
+    engine = sa.create_engine(store_url)
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text(
+                "SELECT function_name, output FROM operation_outputs "
+                "WHERE workflow_uuid = :wf ORDER BY function_id"
+            ),
+            {"wf": session_id},
+        ).all()
+    def took(output: str | None) -> bool:
+        # DBOS keeps a step's output pickled, in base64 (its default serializer).
+        return bool(output) and b"a person asks" in base64.b64decode(output or "")
+
+    return [
+        rows[n + 1][0]
+        for n, (name, output) in enumerate(rows[:-1])
+        if name == "drain" and took(output)
+    ]
+
+
+async def test_a_persons_message_wakes_an_idle_session_without_the_batch_gap(
+    sd_home: Path, workdir: Path, fake_llm
+) -> None:
+    from swarmdeck.runtime.host import Host, SessionRequest
+    from tests.integration.test_sessions_support import await_for, status_is
+
+    write_provider(sd_home, "fake", fake_llm.openai_base_url)
+    fake_llm.set_script(Scripted({"chat": Agent([text("hello"), text("again")])}))
+    host = Host()
+    record = host.create_session(
+        SessionRequest("chat with me", "fake", workdir, options={"one_shot": False})
+    )
+    host.launch()
+    try:
+        await host.start(record.id)
+        await await_for(status_is(host.catalog, record.id, "idle"), 60)
+        host.send(record.id, "a person asks")
+        await host.ring(record.id)
+        await await_for(lambda: len(host.catalog.events(record.id, kinds=["assistant"])) == 2, 60)
+        await await_for(status_is(host.catalog, record.id, "idle"), 60)
+    finally:
+        await host.aclose()
+    assert WORKFLOW_FORMAT >= 3
+    url = f"sqlite:///{sd_home / 'swarmdeck.sqlite'}"
+    assert steps_after_taking(url, record.id) == ["status"]

@@ -46,6 +46,9 @@ TURN_INBOX_KINDS = ["user", "child_update", COMPACT_REQUEST_KIND]
 KIND_OPTION = "kind"
 # The notice a session that waits between turns leaves when a wake-up used max_turns.
 CAP_NOTICE = "turn_cap"
+# The workflow format (engine/workflow.py) from which a person's message wakes an idle
+# session without the batch's quiet gap (format 2 waited BATCH_GAP_SECONDS for any ring).
+PERSON_WAKES_AT_ONCE = 3
 
 
 async def run_session(session_id: str, generation: int, d: Durable) -> dict[str, Any]:
@@ -291,8 +294,11 @@ class SessionLoop:
             if taken:
                 # They came while the session was busy, maybe in the middle of a burst
                 # (children finishing together): let the rest land, take them in this turn.
-                await self.collect_batch()
-                await self.drain(None)
+                # A person's message alone is answered at once (format 3): only children
+                # finish in bursts.
+                if self.d.format < PERSON_WAKES_AT_ONCE or _from_children(taken):
+                    await self.collect_batch()
+                    await self.drain(None)
                 break
             now = await self.d.now()
             if self.cron and now >= self.cron["next_at"]:
@@ -303,8 +309,10 @@ class SessionLoop:
                     return False
                 continue
             timeout = self.cron["next_at"] - now if self.cron else IDLE_RECV_SECONDS
-            if await self.d.recv("doorbell", timeout) is not None:
+            rang = await self.d.recv("doorbell", timeout) is not None
+            if rang and self.d.format < PERSON_WAKES_AT_ONCE:
                 await self.collect_batch()
+            # Format 3 drains at once on a ring; the batch waits only for children's news.
         await self.d.step("status", set_status, self.sid, "running")
         return True
 
@@ -381,3 +389,8 @@ class SessionLoop:
             self.last_text = ""
             why = f"{error}; recorded without its final text: {describe_error(again)}"
             return await self.end("failed", why, "internal_error")
+
+
+def _from_children(taken: list[dict[str, Any]]) -> bool:
+    """Whether children's news is among the messages taken (they come in bursts)."""
+    return any(m["kind"] == "child_update" for m in taken)

@@ -43,7 +43,9 @@ APP_VERSION = "swarmdeck-0.1.0"
 # starts new sessions in. So a release may change the steps without stranding anyone, as
 # long as the loop keeps taking the old path for the old format (Durable.format).
 # 2: a wait sleeps on its first look's answer, without a second look before the sleep.
-WORKFLOW_FORMAT = 2
+# 3: an idle session woken by a person's message takes it at once, with no quiet gap for a
+#    batch (only children's news is batched).
+WORKFLOW_FORMAT = 3
 
 
 # The fleet's queue of sessions (DBOS reserves names starting with `_dbos_`).
