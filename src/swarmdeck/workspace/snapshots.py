@@ -42,6 +42,8 @@ CONFIG = (
     # A step's snapshot rescans only the directories that changed, in a smaller index.
     ("core.untrackedCache", "true"),
     ("index.version", "4"),
+    # A step rewrites only the entries it changed, not all 10,000 (sharedindex.* beside).
+    ("core.splitIndex", "true"),
     ("user.name", "swarmdeck"),
     ("user.email", "swarmdeck@localhost"),
 )
@@ -222,7 +224,11 @@ class WorkspaceCache:
             return True
         try:
             other = (self.root / "paths" / _path_key(workdir)).read_text().strip()
-            shutil.copyfile(self.root / "ws" / check_workspace_id(other) / "index", index)
+            source = self.root / "ws" / check_workspace_id(other)
+            # A split index names its shared part, which must come along.
+            for shared in source.glob("sharedindex.*"):
+                shutil.copyfile(shared, index.parent / shared.name)
+            shutil.copyfile(source / "index", index)
         except (OSError, UsageError):
             return False
         return True
