@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from typing import Annotated
 
 import typer
@@ -49,4 +50,8 @@ def runner_status(
     for each in [name] if name else sorted(PINS):
         state = install.status(home, each)
         where = str(state.binary) if state.binary else "not installed"
-        print(f"{state.name:<9} pin {state.pinned:<9} {state.installed or '-':<9} {where}")
+        line = f"{state.name:<9} pin {state.pinned:<9} {state.installed or '-':<9} {where}"
+        if len(line) > shutil.get_terminal_size().columns:
+            # A path is never cut: it goes on a line of its own.
+            line = f"{line[: -len(where)].rstrip()}\n    {where}"
+        print(line)
