@@ -262,3 +262,25 @@ def test_a_runner_on_a_store_workspace_delivers_its_branch(
         text=True, check=True,
     )  # fmt: skip
     assert shown.stdout == "made\n"
+
+
+def test_a_token_budget_stops_the_runner_when_spent(
+    sd_home: Path, workdir: Path, with_runner: Callable[[str], Path]
+) -> None:
+    with_runner("opencode")
+    kind = KINDS[0]
+    costly = {"text": "WORKED-SO-FAR", "tool_calls": [kind.shell_call("ls")]}
+    costly["usage"] = {"input": 5000, "output": 100}
+    never = {**_answer("explore"), "delay": 60.0}
+    with _fake([costly, never]) as fake:
+        _provider(sd_home, fake, kind)
+        code, _, verdict, err = _dispatch(sd_home, workdir, "explore", "--max-tokens", "1000")
+        asked = [r for r in fake.requests if (r.body or {}).get("tools")]
+    # The first response spent the budget: the runner was stopped before its second.
+    assert (verdict["verdict"], verdict["reason"]) == ("budget_exhausted", "budget"), err
+    assert code != 0 and len(asked) <= 2
+    assert verdict["tokens"]["input"] == 5000
+    assert processes_under(sd_home) == []
+    catalog = Catalog.open(load_settings().store_url)
+    record = catalog.get_session(verdict["session_id"])
+    assert record.status == "budget_exceeded" and record.final_text == "WORKED-SO-FAR"

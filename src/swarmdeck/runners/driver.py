@@ -19,6 +19,7 @@ from swarmdeck.runners.base import RUNNER_KIND, RUNNER_OPTION
 from swarmdeck.runners.launch import RunnerLaunch
 from swarmdeck.runners.result_block import BEGIN, END, read_block
 from swarmdeck.runners.transcript import RUNNER_SESSION_KIND
+from swarmdeck.runtime.budget import check_budget
 from swarmdeck.runtime.durable import Durable
 from swarmdeck.runtime.services import services
 from swarmdeck.runtime.status import Ending, end_session
@@ -80,6 +81,7 @@ class RunnerSessionRun:
             "final_text": outcome.final_text,
             "runner_session": outcome.runner_session,
             "stderr_tail": outcome.stderr_tail,
+            "budget": outcome.budget,
         }
         await asyncio.to_thread(catalog.append_event, self.sid, key, RUN_KIND, payload)
         return payload
@@ -100,9 +102,14 @@ async def run_runner_session(d: Durable, session_id: str, info: dict[str, Any]) 
     validate = _validator(record)
     outcome: dict[str, Any] = {}
     for attempt in range(MAX_RESULT_ATTEMPTS):
-        outcome = await run.once(attempt, prompt, resume)
+        spent = await asyncio.to_thread(check_budget, session_id)
+        outcome = {"budget": spent} if spent else await run.once(attempt, prompt, resume)
         if outcome.get(INTERRUPTED):
             return await run.end("failed", "", interrupted_error(session_id), INTERRUPTED)
+        if outcome.get("budget"):
+            # Stopped where the budget ran out: what it said so far is the partial result.
+            text = outcome.get("final_text", "")
+            return await run.end("budget_exceeded", text, outcome["budget"], "budget")
         text = outcome["final_text"]
         reading = read_block(text, validate)
         if reading.state == "parsed":

@@ -13,10 +13,11 @@ from swarmdeck.catalog.records import SessionRecord
 from swarmdeck.config import sandbox_opted_out
 from swarmdeck.runners import install
 from swarmdeck.runners.adapters import ADAPTERS
-from swarmdeck.runners.base import Access, Adapter, Endpoint
+from swarmdeck.runners.base import Access, Adapter, Endpoint, Step
 from swarmdeck.runners.key_proxy import KeyProxy
 from swarmdeck.runners.process import run_streaming
 from swarmdeck.runners.transcript import TranscriptWriter
+from swarmdeck.runtime.budget import check_budget
 from swarmdeck.runtime.services import services
 from swarmdeck.runtime.turn_watch import TurnWatch
 from swarmdeck.tools.sandbox import confine, sandbox_in_force
@@ -33,6 +34,12 @@ class RunOutcome:
     final_text: str
     runner_session: str | None
     stderr_tail: str
+    # Why the run was stopped for its budget (None: it was not).
+    budget: str | None = None
+
+
+class BudgetSpent(Exception):
+    """A budget of the session (or an ancestor's) was spent while the runner ran."""
 
 
 @dataclass
@@ -107,17 +114,29 @@ class RunnerLaunch:
             await watch.chunk()
             for item in parser.feed(event):
                 await writer.write(item)
+                if isinstance(item, Step):
+                    await self._check_budget()
 
         try:
             done = await run_streaming(
                 confined, Path(self.record.workdir), on_event, self.run_dir / LOG_NAME,
                 svc.redactor.redact,
             )  # fmt: skip
+        except BudgetSpent as spent:
+            # The runner was stopped (run_streaming stops it on any exception).
+            return RunOutcome(-1, writer.final_text, writer.runner_session, "", str(spent))
         finally:
             # What a stopped run said before it stopped stays in the transcript.
             for item in parser.finish():
                 await writer.write(item)
         return RunOutcome(done.code, writer.final_text, writer.runner_session, done.stderr_tail)
+
+    async def _check_budget(self) -> None:
+        """After each response: the session's budgets, as the built-in loop checks them at
+        each turn boundary (a warning at 80 %, the run stopped when spent)."""
+        exceeded = await asyncio.to_thread(check_budget, self.record.id)
+        if exceeded:
+            raise BudgetSpent(exceeded)
 
     async def _next_turn(self) -> int:
         """The next turn number: runs of the runner number their responses on."""
