@@ -101,6 +101,7 @@ def steps_after_taking(store_url: str, session_id: str) -> list[str]:
             ),
             {"wf": session_id},
         ).all()
+
     def took(output: str | None) -> bool:
         # DBOS keeps a step's output pickled, in base64 (its default serializer).
         return bool(output) and b"a person asks" in base64.b64decode(output or "")
