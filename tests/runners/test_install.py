@@ -54,3 +54,17 @@ def test_cli_status_lists_each_runner_and_refuses_an_unknown_one(sd_home: Path) 
     assert bad.code == 2
     assert "unknown runner 'aider'" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_a_dispatch_here_with_a_runner_not_installed_is_refused_before_anything_runs(
+    sd_home: Path, workdir: Path
+) -> None:
+    from tests.conftest import write_provider
+
+    write_provider(sd_home, "oa", "http://127.0.0.1:9/v1")
+    args = ["--provider", "oa", "--mode", "explore", "--workdir", str(workdir), "--task", "t"]
+    done = run_cli(sd_home, "dispatch", *args, "--runner", "codex", "--local")
+    assert done.code == 2, done.stderr
+    assert "runner codex is not installed here" in done.stderr
+    assert "swarmdeck runner install codex" in done.stderr
+    assert not (sd_home / "runs").exists() or not any((sd_home / "runs").iterdir())

@@ -93,6 +93,11 @@ class Runner:
         # A resume continues a session in place (its workflow, its generation): here.
         here = plan.opts.local or plan.resume is not None
         fleet = None if here else fleet_driver(plan.settings, plan.redactor.redact)
+        if fleet is None and plan.external:
+            # It runs here: refuse now, before anything is stored, if the runner is not.
+            from swarmdeck.runners.install import require_installed
+
+            require_installed(plan.settings.home, plan.runner)
         driver = fleet or LocalDriver(plan.settings)
         if plan.opts.worktree:
             workdir = self._worktree(session_id)

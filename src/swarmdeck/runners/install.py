@@ -72,6 +72,16 @@ def uninstall(home: Path, name: str) -> bool:
     return True
 
 
+def require_installed(home: Path, name: str) -> RunnerState:
+    """The runner's state; ConfigError saying how to install it when it is not."""
+    state = status(home, name)
+    if state.binary is None:
+        raise ConfigError(
+            f"runner {name} is not installed here", f"run `swarmdeck runner install {name}`"
+        )
+    return state
+
+
 def status(home: Path, name: str) -> RunnerState:
     """The pinned and installed version of a runner, and its binary when installed."""
     pin = pinned(name)
