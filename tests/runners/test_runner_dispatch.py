@@ -123,9 +123,11 @@ def test_a_malformed_block_gets_a_correction_through_the_runner_session(
         _provider(sd_home, fake, kind)
         code, _, verdict, err = _dispatch(sd_home, workdir, "explore")
         assert (code, verdict["verdict"]) == (0, "completed"), err
-        # The correction went to OpenCode's same session: the model saw its first answer.
+        # The correction went to the runner's same session: the model saw its first answer.
         last = json.dumps(fake.requests[-1].body)
         assert "not a list" in last and "was not accepted" in last
+    shown = run_cli(sd_home, "sessions", "show", verdict["session_id"])
+    assert f"runner {kind.name}" in shown.stdout, shown.stderr
 
 
 def test_read_only_mode_write_is_denied_by_the_sandbox(

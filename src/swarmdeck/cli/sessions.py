@@ -194,7 +194,9 @@ def show(
         return
     console = Console()
     console.print(f"[bold]session[/] {s.id}  {_status_cell(d.row, time.time())}")
-    console.print(f"model {s.model} · mode {s.mode} · workdir {s.workdir}")
+    runner = s.options.get("runner")
+    ran_by = f" · runner {runner}" if isinstance(runner, str) else ""
+    console.print(f"model {s.model} · mode {s.mode}{ran_by} · workdir {s.workdir}")
     if s.parent_id:
         console.print(f"parent {s.parent_id}")
     if d.worker is not None:
