@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -68,3 +69,14 @@ def test_a_dispatch_here_with_a_runner_not_installed_is_refused_before_anything_
     assert "runner codex is not installed here" in done.stderr
     assert "swarmdeck runner install codex" in done.stderr
     assert not (sd_home / "runs").exists() or not any((sd_home / "runs").iterdir())
+
+
+def test_status_names_the_runners_installed(sd_home: Path) -> None:
+    shown = run_cli(sd_home, "status", "--json")
+    assert shown.code == 0, shown.stderr
+    runners = json.loads(shown.stdout)["runners"]
+    assert sorted(runners) == sorted(PINS)
+    assert all(r["installed"] is None and r["binary"] is None for r in runners.values())
+    text = run_cli(sd_home, "status", COLUMNS="80")
+    assert "runners installed: none" in text.stdout
+    assert "swarmdeck runner install" in text.stdout

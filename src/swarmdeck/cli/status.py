@@ -63,6 +63,14 @@ def collect_status() -> dict[str, Any]:
             entry.update(ready=why is None, answering=why is None, not_answering=why)
         providers.append(entry)
     sandbox = sandbox_in_force(settings.no_sandbox)
+    from swarmdeck.runners import install
+    from swarmdeck.runners.pins import PINS
+
+    runners = {}
+    for name in sorted(PINS):
+        state = install.status(settings.home, name)
+        where = str(state.binary) if state.binary else None
+        runners[name] = {"installed": state.installed, "pinned": state.pinned, "binary": where}
     catalog = open_catalog()
     fleet = fleet_status()
     counts: dict[str, int] = {}
@@ -80,6 +88,7 @@ def collect_status() -> dict[str, Any]:
             "version": sandbox.version,
             "opted_out": settings.no_sandbox,
         },
+        "runners": runners,
         "workers": fleet["workers"],
         "fleet": fleet,
         "sessions": counts,
@@ -141,6 +150,12 @@ def status(
             f"provider {p['key']} not answering: {p['not_answering']}",
             f"start its server, or fix base_url: swarmdeck provider show {p['key']}",
         )
+    installed = [f"{n} {r['installed']}" for n, r in doc["runners"].items() if r["installed"]]
+    _print_hinted(
+        console,
+        f"runners installed: {', '.join(installed) or 'none'}",
+        None if installed else "swarmdeck runner install opencode|claude|codex",
+    )
     console.print(f"workers alive: {len(doc['workers'])}")
     from swarmdeck.cli.workers import print_fleet
 
