@@ -237,7 +237,9 @@ def test_member_and_swarm_timeouts(
     first = catalog.get_session(f"{sid}.1-sleepy")
     assert first.status == "cancelled" and "its timeout of 2 s ran out" in (first.error or "")
     ended = event_ts(catalog, sid, "swarm:end:0:0") - event_ts(catalog, sid, "swarm:spawn:0:0")
-    assert 2 <= ended < 10
+    # The deadline counts from the clock the coordinator read just before it spawned the
+    # member, a few ms before the spawn entry's own time: 1.99 s passed here once.
+    assert 1.9 <= ended < 10
     assert catalog.get_session(stuck["session_id"]).status == "cancelled"
     assert doc["result"] == {"summary": "merged in time", "merged_by": "model"}
 
