@@ -34,19 +34,24 @@ FORMAT_2 = {
 }
 
 
-def engine_steps(store_url: str) -> dict[str, str]:
-    """Each workflow's engine steps by name, in order, keyed by the session's task."""
-    catalog = open_catalog()
+def operations(store_url: str) -> list[tuple[str, str, str | None]]:
+    """Every workflow's engine steps, in order: (workflow, name, recorded output)."""
     engine = sa.create_engine(store_url)
     with engine.connect() as conn:
         rows = conn.execute(
             sa.text(
-                "SELECT workflow_uuid, function_name FROM operation_outputs "
+                "SELECT workflow_uuid, function_name, output FROM operation_outputs "
                 "ORDER BY workflow_uuid, function_id"
             )
         ).all()
+    return [(wf, name, output) for wf, name, output in rows]
+
+
+def engine_steps(store_url: str) -> dict[str, str]:
+    """Each workflow's engine steps by name, in order, keyed by the session's task."""
+    catalog = open_catalog()
     names: dict[str, list[str]] = {}
-    for wf, name in rows:
+    for wf, name, _output in operations(store_url):
         names.setdefault(wf, []).append(name)
     return {
         catalog.get_session(s.id).task.split()[0]: " ".join(names.get(s.id, []))
@@ -92,15 +97,7 @@ def test_the_session_workflows_engine_steps_are_format_2(
 # quiet gap (a look at the clock, another recv, another drain).
 def steps_after_taking(store_url: str, session_id: str) -> list[str]:
     """The engine steps that follow each drain that took a message."""
-    engine = sa.create_engine(store_url)
-    with engine.connect() as conn:
-        rows = conn.execute(
-            sa.text(
-                "SELECT function_name, output FROM operation_outputs "
-                "WHERE workflow_uuid = :wf ORDER BY function_id"
-            ),
-            {"wf": session_id},
-        ).all()
+    rows = [(name, output) for wf, name, output in operations(store_url) if wf == session_id]
 
     def took(output: str | None) -> bool:
         # DBOS keeps a step's output pickled, in base64 (its default serializer).
