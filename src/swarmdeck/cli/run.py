@@ -46,6 +46,13 @@ if TYPE_CHECKING:
     from swarmdeck.cli.run_short import ShortLimits
 
 
+ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Short form: provider:model.")]
+AgentOpt = Annotated[
+    str | None,
+    typer.Option("--agent", help="Short form: a named agent (see `swarmdeck agents ls`)."),
+]
+
+
 # The contract form takes the options `dispatch` takes, listed alike on purpose: typer reads
 # each command's options from its own signature.
 @app.command(cls=HumanCommand)
@@ -68,15 +75,10 @@ def run(
     max_cost: MaxCostOpt = None,
     max_children: MaxChildrenOpt = None,
     quiet: QuietOpt = False,
-    model: Annotated[
-        str | None, typer.Option("--model", "-m", help="Short form: provider:model.")
-    ] = None,
+    model: ModelOpt = None,
     max_steps: MaxStepsOpt = None,
     no_sandbox: NoSandboxOpt = False,
-    agent: Annotated[
-        str | None,
-        typer.Option("--agent", help="Short form: a named agent (see `swarmdeck agents ls`)."),
-    ] = None,
+    agent: AgentOpt = None,
     plugin: PluginOpt = None,
     local: LocalOpt = False,
     detach: DetachOpt = False,
