@@ -12,11 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from swarmdeck.catalog.records import EventRecord, SessionRecord
-from swarmdeck.config import sandbox_opted_out
 from swarmdeck.runners import install
 from swarmdeck.runners.adapters import ADAPTERS
 from swarmdeck.runners.base import RUNNER_KIND, RUNNER_OPTION
-from swarmdeck.runners.launch import RunnerLaunch
+from swarmdeck.runners.launch import RunnerLaunch, opted_out
 from swarmdeck.runners.result_block import BEGIN, END, read_block
 from swarmdeck.runners.transcript import RUNNER_SESSION_KIND
 from swarmdeck.runtime.budget import check_budget
@@ -137,9 +136,9 @@ def refusal_here(record: SessionRecord) -> str | None:
             f"runner {name} is not installed on host {svc.settings.hostname}: run "
             f"`swarmdeck runner install {name}` there"
         )
-    opted_out = bool(record.options.get("no_sandbox")) or sandbox_opted_out()
-    sandbox = sandbox_in_force(opted_out)
-    if not sandbox.available and not opted_out:
+    unconfined = opted_out(record)
+    sandbox = sandbox_in_force(unconfined)
+    if not sandbox.available and not unconfined:
         return (
             f"runner {name} needs a sandbox and none works here ({sandbox.reason}); install "
             "bubblewrap, or accept running without one: --no-sandbox"

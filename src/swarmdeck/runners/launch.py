@@ -26,6 +26,11 @@ RUNNER_DIR = "runner"
 LOG_NAME = "runner.log"
 
 
+def opted_out(record: SessionRecord) -> bool:
+    """Whether the session's user accepts running without a sandbox (flag or home)."""
+    return bool(record.options.get("no_sandbox")) or sandbox_opted_out()
+
+
 @dataclass(frozen=True)
 class RunOutcome:
     """What one run of the runner left: its exit, its last text, its own session id."""
@@ -99,8 +104,7 @@ class RunnerLaunch:
         self, prompt: str, resume: str | None, writer: TranscriptWriter
     ) -> RunOutcome:
         svc = services()
-        opted_out = bool(self.record.options.get("no_sandbox")) or sandbox_opted_out()
-        sandbox = await asyncio.to_thread(sandbox_in_force, opted_out)
+        sandbox = await asyncio.to_thread(sandbox_in_force, opted_out(self.record))
         argv = self.adapter.argv(self.binary, prompt, resume, self.access)
         confined = await asyncio.to_thread(
             confine, argv, workdir=Path(self.record.workdir), run_dir=self.run_dir,
