@@ -283,7 +283,7 @@ def main() -> None:
     if args.store:
         os.environ["SWARMDECK_STORE"] = args.store
     from child_env import child_env
-    from fake_server import bench_provider, fake_llm_process
+    from fake_server import bench_provider, fake_llm_process, write_bench_provider
 
     from swarmdeck.config import load_settings
     from swarmdeck.runtime.host import Host, SessionRequest
@@ -304,21 +304,7 @@ def main() -> None:
     n = args.sessions
     with fake_llm_process(script) as base_url:
         provider = bench_provider(base_url)
-        (home / "providers").mkdir()
-        (home / "providers" / "bench.yaml").write_text(
-            "\n".join(
-                f"{k}: {v}"
-                for k, v in {
-                    "key": "bench",
-                    "kind": "openai",
-                    "base_url": base_url,
-                    "model": "scripted",
-                    "needs_key": "false",
-                    "concurrency": 1024,
-                }.items()
-            )
-            + "\n"
-        )
+        write_bench_provider(home, base_url)
         host = Host(load_settings())
         host.services.providers.register(provider)
         host.launch()

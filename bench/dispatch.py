@@ -40,8 +40,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import yaml
 from child_env import child_env
+from fake_server import write_bench_provider
 from quick import parse_with_quick
 from runner_overhead import bench_runners, report_runners, runner_reply
 
@@ -194,18 +194,7 @@ def bench_ours(
 ) -> list[dict[str, Any]]:
     """Our two paths: in-process (--local), then the fleet (a warm worker)."""
     home = root / "sd-home"
-    (home / "providers").mkdir(parents=True)
-    (home / "providers" / "bench.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "key": "bench",
-                "kind": "openai",
-                "base_url": fake.openai_base_url,
-                "model": "fake",
-                "needs_key": False,
-            }
-        )
-    )
+    write_bench_provider(home, fake.openai_base_url, model="fake", concurrency=None)
     workdir = root / "project"
     env = child_env()
     env["SWARMDECK_HOME"] = str(home)

@@ -33,13 +33,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import yaml
 from quick import parse_with_quick
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from child_env import child_env  # noqa: E402
+from fake_server import write_bench_provider  # noqa: E402
 from tests.pgcluster import PgCluster, unavailable_reason  # noqa: E402
 
 from swarmdeck.testing.fake_llm import FakeLLM  # noqa: E402
@@ -105,13 +105,7 @@ class Round:
     def __init__(self, cluster: PgCluster, fake_url: str, root: Path, n: int) -> None:
         self.url = cluster.create_database()
         self.home = root / f"home-{time.monotonic_ns()}"
-        (self.home / "providers").mkdir(parents=True)
-        (self.home / "providers" / "bench.yaml").write_text(
-            yaml.safe_dump(
-                {"key": "bench", "kind": "openai", "base_url": fake_url, "model": "fake",
-                 "needs_key": False, "concurrency": 1000}
-            )
-        )  # fmt: skip
+        write_bench_provider(self.home, fake_url, model="fake", concurrency=1000)
         self.workdir = root / "project"
         self.workdir.mkdir(exist_ok=True)
         self.env = child_env()

@@ -54,3 +54,18 @@ def bench_provider(base_url: str) -> Any:
         needs_key=False,
         concurrency=1024,
     )
+
+
+def write_bench_provider(
+    home: Path, base_url: str, *, model: str = "scripted", concurrency: int | None = 1024
+) -> None:
+    """bench_provider as a provider file in `home`, for the worker processes a bench starts
+    (`concurrency` None: the provider's default cap)."""
+    import yaml
+
+    provider = bench_provider(base_url).model_dump(include={"key", "kind", "base_url", "needs_key"})
+    provider["model"] = model
+    if concurrency is not None:
+        provider["concurrency"] = concurrency
+    (home / "providers").mkdir(parents=True, exist_ok=True, mode=0o700)
+    (home / "providers" / "bench.yaml").write_text(yaml.safe_dump(provider))

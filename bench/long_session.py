@@ -71,11 +71,13 @@ async def run_session(kind: str, iterations: int, fake: FakeLLM, workdir: Path) 
     from swarmdeck.runtime.context import Meter
     from swarmdeck.runtime.host import Host, SessionRequest
     from swarmdeck.runtime.journal import Journal
+    from swarmdeck.testing.tool_search import searching
 
     url = fake.anthropic_base_url if kind == "anthropic" else fake.openai_base_url
     provider_file(Path(os.environ["SWARMDECK_HOME"]), url, kind)
     model = CronReader(iterations)
-    fake.set_script(model)
+    # On Anthropic, cron is deferred to the vendor's tool search: found before it is called.
+    fake.set_script(searching(model))
     fake.reset_stats()
     host = Host()
     options = {"max_turns": 4 * iterations, "rollover_iterations": 100}
@@ -106,6 +108,7 @@ async def run_session(kind: str, iterations: int, fake: FakeLLM, workdir: Path) 
     journal = Journal(record.id)
     journal.take(catalog.events(record.id))
     meter = Meter(None)
+    assert turns, (status, catalog.get_session(record.id).error)
     runtime = turns[0].payload["context"]["runtime"]
     fixed = runtime["system"] + runtime["tools"]
     positions = {key: i for i, (key, _, _) in enumerate(journal.sources)}

@@ -3,6 +3,10 @@ members and a parent fanning out to twenty sub-agents, on the fake LLM server's 
 cache (OpenAI's rules: every prefix of 1,024 tokens or more is kept, per API key), with
 `tools.shared_prefix` on and off in the same run, each in a process and home of its own.
 
+Twice: in a bare directory (the lean prompt of a fan-out's sub-agent stays under the
+1,024 tokens a prefix needs to be cached at all), then in a project whose AGENTS.md (about
+2.5 KB, as projects write them) every session of the tree is shown.
+
     python bench/prefix_share.py [--children 20]   (bench/swarm.py runs it)
 """
 
@@ -21,6 +25,37 @@ MEMBERS = 4
 # What a cache write and a cache read cost against an uncached input token (Anthropic's
 # list prices: a read a tenth, a write a quarter more); OpenAI's reads cost half or less.
 WRITE_PRICE, READ_PRICE = 1.25, 0.1
+AGENTS_MD = """# Agent notes
+
+## Layout
+- `app.py` holds the entry point; `lib/` the domain code, one module per idea.
+- `tests/` mirrors `lib/`; fixtures live in `tests/conftest.py`.
+- Generated code sits in `generated/`: never edit it by hand, run `make gen`.
+
+## Working here
+- Run `make check` (ruff, mypy, pytest -x) before you report; a red check is not done.
+- Keep functions under 60 lines and files under 400; split by responsibility.
+- Public names get a one-line docstring; comments say why, not what.
+- Errors are typed (`lib.errors`) and caught at the CLI edge, never bare `except`.
+- Never print secrets: read keys from the environment through `lib.config.secret()`.
+- Prefer the standard library; a new dependency needs a line in `docs/deps.md`.
+
+## Style
+- Names say what a thing is: no `utils`, no `helpers`, no `manager2`.
+- Type hints everywhere; pydantic at the edges, dataclasses inside.
+- Tests check behaviour through the public API; one test, one reason to fail.
+- Use `pathlib` over `os.path`, f-strings over `%`, and `logging` over `print`.
+
+## Reviews
+- Say what you changed and why in the commit message's first line (under 72 chars).
+- Point at the file and line of anything you are unsure of.
+- A change to `lib/storage/` needs a migration in `migrations/` and a test of it.
+- A change to the CLI needs its help text and the README updated in the same commit.
+
+## Releases
+- Versions follow semver; `CHANGELOG.md` gets a line per user-visible change.
+- `make release` builds, signs and uploads; never tag by hand.
+"""
 
 
 def _fake_script(children: int) -> Any:
@@ -68,13 +103,15 @@ def _totals(host: Any, sids: list[str]) -> dict[str, float]:
     return {"input": total, "cached": t.cache_read, "billed": billed}
 
 
-async def _run(children: int) -> dict[str, Any]:
+async def _run(children: int, project: bool) -> dict[str, Any]:
     from swarmdeck import AgentSpec, Swarm
 
     home = Path(os.environ["SWARMDECK_HOME"])
     workdir = home.parent / "work"
     workdir.mkdir(exist_ok=True)
     (workdir / "app.py").write_text("def main():\n    return 42\n")
+    if project:
+        (workdir / "AGENTS.md").write_text(AGENTS_MD)
     async with Swarm() as sdk:
         doc = await sdk.coordinate("Find what main returns, and why.", workdir=workdir,
                                    model="fake")  # fmt: skip
@@ -94,7 +131,7 @@ async def _run(children: int) -> dict[str, Any]:
         }
 
 
-def one(shared: bool, children: int) -> dict[str, Any]:
+def one(shared: bool, children: int, project: bool) -> dict[str, Any]:
     """Both families, in this process, on a fake server of its own."""
     import yaml
 
@@ -108,53 +145,66 @@ def one(shared: bool, children: int) -> dict[str, Any]:
         provider = {"key": "fake", "kind": "openai", "base_url": fake.openai_base_url,
                     "model": "scripted", "needs_key": False, "concurrency": 32}  # fmt: skip
         (home / "providers" / "fake.yaml").write_text(yaml.safe_dump(provider))
-        return asyncio.run(_run(children))
+        return asyncio.run(_run(children, project))
 
 
-def measure(shared: bool, children: int) -> dict[str, Any]:
+def measure(shared: bool, children: int, project: bool) -> dict[str, Any]:
     """`one` in a process of its own, with a home of its own."""
     with tempfile.TemporaryDirectory(prefix="sd-bench-prefix-") as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SWARMDECK_")}
         env["SWARMDECK_HOME"] = str(Path(tmp) / "home")
         args = [sys.executable, __file__, "--one", str(int(shared)), str(children)]
+        args.append(str(int(project)))
         done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         raise SystemExit(f"prefix_share ({shared=}) failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def report(children: int) -> None:
-    """Print the figures, shared against separate prompts, and the closing line."""
-    shared, separate = measure(True, children), measure(False, children)
+def scenario(children: int, project: bool) -> str:
+    """Print one directory's figures, shared against separate prompts; returns its
+    summary: the cached share of input and the first requests on the shared prefix."""
+    shared, separate = measure(True, children, project), measure(False, children, project)
+    print("  in a project whose AGENTS.md every session is shown:" if project else
+          "  in a bare directory:")  # fmt: skip
     for label, r in (("shared prefix", shared), ("own prompts", separate)):
         for family in ("swarm", "fanout"):
             t = r[family]
             print(
-                f"  {label:<14} {family:<7} input {t['input']:>8,.0f}  cached "
-                f"{t['cached'] / max(1, t['input']):6.1%}  billed (input-token equivalents) "
-                f"{t['billed']:>9,.0f}"
+                f"    {label:<14} {family:<7} input {t['input']:>7,.0f}  cached "
+                f"{t['cached'] / max(1, t['input']):6.1%}  billed (input-token equiv.) "
+                f"{t['billed']:>7,.0f}"
             )
     firsts = shared["members"] + shared["children"]
     hits = [u.get("cache_read", 0) > 0 for u in firsts]
-    print("  members' first requests (cached tokens of their prompt):")
+    print("    members' first requests (cached tokens of their prompt):")
     for n, u in enumerate(shared["members"]):
         total = u.get("input", 0) + u.get("cache_read", 0) + u.get("cache_write", 0)
-        print(f"    member {n}: {u.get('cache_read', 0):>5} of {total:>5}")
+        print(f"      member {n}: {u.get('cache_read', 0):>5} of {total:>5}")
     kid_hits = sum(1 for u in shared["children"] if u.get("cache_read", 0) > 0)
-    print(f"    {children} sub-agents: {kid_hits} of {children} on the shared prefix")
+    print(f"      {children} sub-agents: {kid_hits} of {children} on the shared prefix")
     inputs = sum(shared[f]["input"] for f in ("swarm", "fanout"))
     cached = sum(shared[f]["cached"] for f in ("swarm", "fanout"))
     billed = sum(shared[f]["billed"] for f in ("swarm", "fanout"))
     before = sum(separate[f]["billed"] for f in ("swarm", "fanout"))
-    print(f"  billed against own prompts: {billed / max(1.0, before):.2f}x")
-    print(
+    print(f"    billed against own prompts: {billed / max(1.0, before):.2f}x")
+    return (
         f"cached share of input: {cached / max(1, inputs):.1%}, members' first requests on "
         f"the shared prefix: {sum(hits) / max(1, len(hits)):.1%}"
     )
 
 
+def report(children: int) -> None:
+    """Both directories, then the closing line: the bare directory's figures (where the
+    fan-out's lean prompts can have no cache), the project's on the line before."""
+    bare = scenario(children, False)
+    project = scenario(children, True)
+    print(f"  in the project: {project}")
+    print(bare)
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--one"]:
-        print(json.dumps(one(sys.argv[2] == "1", int(sys.argv[3]))))
+        print(json.dumps(one(sys.argv[2] == "1", int(sys.argv[3]), sys.argv[4] == "1")))
     else:
         report(int(sys.argv[2]) if sys.argv[1:2] == ["--children"] else 20)

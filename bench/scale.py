@@ -5,10 +5,17 @@ inbox. Measured: the process's RSS per waiting session and in all, how late the 
 fire (p95), and, while they wait, how long a message sent at --rate per second takes to
 become the model's stored answer (p95; an upper bound of message -> request, the fake model
 answering at once). Then --active one-turn sessions whose model takes 500 ms each run at
-once: the turns in flight, and the event loop's lag (p99) meanwhile. Same run: the bare
-DBOS figure of as many sleeping workflows' RSS.
+once in this process: the turns in flight, and the event loop's lag (p99) meanwhile.
 
-    python bench/scale.py [--sessions 10000] [--window 60] [--rate 50] [--store URL]
+`--lead S` puts every timer S seconds later, past the start of the last session: the
+lateness then measures waiting sessions only, not a start-up that outlasts the window.
+
+With `--processes N` the waiting sessions are handed to N `swarmdeck worker` processes on
+the store (as `swarmdeck run --fleet` hands them over), messages reach them through the
+store alone, and the memory is the workers' RSS summed.
+
+    python bench/scale.py [--sessions 10000] [--window 60] [--lead 0] [--rate 50]
+                          [--store URL] [--processes 2]
 """
 
 from __future__ import annotations
@@ -19,10 +26,13 @@ import json
 import os
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from quick import parse_with_quick
 
@@ -38,12 +48,59 @@ GOAL_IN_FLIGHT = 50
 GOAL_LAG_P99_MS = 50
 
 
-def rss_mib() -> float:
-    """This process's resident memory now."""
-    for line in Path("/proc/self/status").read_text().splitlines():
+def rss_mib(pid: int | str = "self") -> float:
+    """A process's resident memory now (this one's by default)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+@dataclass
+class Runners:
+    """Where the waiting sessions run: this process's host, or `swarmdeck worker`s."""
+
+    host: Any
+    workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def rss(self) -> float:
+        """The resident memory of the processes that run the sessions (MiB)."""
+        if not self.workers:
+            return rss_mib()
+        return sum(rss_mib(w.pid) for w in self.workers)
+
+    def cpu_s(self) -> float:
+        """CPU seconds the processes that run the sessions have used (this process's when
+        they run here, then including the bench's own sending)."""
+        if not self.workers:
+            usage = resource.getrusage(resource.RUSAGE_SELF)
+            return usage.ru_utime + usage.ru_stime
+        ticks = os.sysconf("SC_CLK_TCK")
+        total = 0.0
+        for worker in self.workers:
+            fields = Path(f"/proc/{worker.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+        return total
+
+    async def start(self, requests: list[Any]) -> list[str]:
+        """Create and start the sessions; on workers, hand them over in batches."""
+        if not self.workers:
+            ids = [self.host.create_session(r).id for r in requests]
+            for sid in ids:
+                await self.host.start(sid)
+            return ids
+        ids = []
+        for at in range(0, len(requests), 500):
+            batch = requests[at : at + 500]
+            made = await asyncio.to_thread(self.host.create_sessions, batch, fleet=True)
+            ids += [r.id for r in made]
+        return ids
+
+    async def send(self, sid: str) -> None:
+        """A person's message; in this process the sender rings, a worker sees it stored."""
+        await asyncio.to_thread(self.host.send, sid, "hello")
+        if not self.workers:
+            await self.host.ring(sid)
 
 
 def p(values: list[float], q: float) -> float:
@@ -53,13 +110,17 @@ def p(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
 
 
-def script(window: float) -> dict:
+def script(window: float, lead: float) -> dict:
     """Timer sessions (one bucket each), inbox sessions, active ones."""
     timers = [
         {
             "match": f"timer-{k:02d} ",
             "turns": [
-                {"tool_calls": [{"name": "wait", "arguments": {"seconds": delay(k, window)}}]},
+                {
+                    "tool_calls": [
+                        {"name": "wait", "arguments": {"seconds": delay(k, window, lead)}}
+                    ]
+                },
                 {"text": "woke"},
             ],
         }
@@ -70,9 +131,9 @@ def script(window: float) -> dict:
     return {"scenarios": [*timers, inbox, active]}
 
 
-def delay(bucket: int, window: float) -> float:
-    """When a bucket's timers are due, spread across the window."""
-    return round(window * (bucket + 1) / TIMER_BUCKETS, 3)
+def delay(bucket: int, window: float, lead: float) -> float:
+    """When a bucket's timers are due: `lead` seconds on, then spread across the window."""
+    return round(lead + window * (bucket + 1) / TIMER_BUCKETS, 3)
 
 
 class LagMeter:
@@ -105,54 +166,62 @@ async def until(predicate, timeout: float, what: str) -> None:  # type: ignore[n
         await asyncio.sleep(0.2)
 
 
-async def waiting_phase(host, args, workdir: Path) -> dict[str, float]:  # type: ignore[no-untyped-def]
+async def waiting_phase(runners: Runners, args, workdir: Path) -> dict[str, float]:  # type: ignore[no-untyped-def]
     """Start the waiting sessions, measure memory, messages and timers."""
     from swarmdeck.runtime.host import SessionRequest
 
-    catalog = host.catalog
+    catalog = runners.host.catalog
     half = args.sessions // 2
-    before = rss_mib()
-    timers = [
-        host.create_session(
-            SessionRequest(
-                f"timer-{i % TIMER_BUCKETS:02d} ", "bench:scripted", workdir, tool_names=["wait"]
-            )
-        ).id
+    before = runners.rss()
+    timer_requests = [
+        SessionRequest(
+            f"timer-{i % TIMER_BUCKETS:02d} ", "bench:scripted", workdir, tool_names=["wait"]
+        )
         for i in range(half)
     ]
-    inbox_request = SessionRequest(
-        "inbox ", "bench:scripted", workdir, tool_names=[], options={"one_shot": False}
-    )
-    inboxes = [host.create_session(inbox_request).id for _ in range(args.sessions - half)]
+    inbox_requests = [
+        SessionRequest(
+            "inbox ", "bench:scripted", workdir, tool_names=[], options={"one_shot": False}
+        )
+        for _ in range(args.sessions - half)
+    ]
     started = time.time()
-    for sid in [*timers, *inboxes]:
-        await host.start(sid)
+    timers = await runners.start(timer_requests)
+    inboxes = await runners.start(inbox_requests)
 
     def all_waiting() -> bool:
-        statuses = [catalog.get_session(s).status for s in [*timers, *inboxes]]
-        return sum(s in ("waiting", "idle", "completed") for s in statuses) == len(statuses)
+        # One query a poll: the workers measured share this machine's cores.
+        rows = catalog.list_sessions(limit=args.sessions + 1_000)
+        return sum(r.status in ("waiting", "idle", "completed") for r in rows) >= args.sessions
 
-    await until(all_waiting, args.window + 600, "every session to wait")
-    waiting_rss = rss_mib()
+    await until(all_waiting, args.lead + args.window + 600, "every session to wait")
+    waiting_rss = runners.rss()
     print(f"  {args.sessions} sessions started and waiting in {time.time() - started:.1f} s")
     latencies = []
-    for sid in inboxes:
+    cpu_before, first = runners.cpu_s(), time.monotonic()
+    for n, sid in enumerate(inboxes):
         sent = time.time()
-        await asyncio.to_thread(host.send, sid, "hello")
-        await host.ring(sid)  # an in-process engine: the sender rings
+        await runners.send(sid)
         latencies.append((sid, sent))
-        await asyncio.sleep(1 / args.rate)
+        # On a schedule: a slow send does not lower the rate.
+        await asyncio.sleep(max(0.0, first + (n + 1) / args.rate - time.monotonic()))
+
+    pending = [s for s, _ in latencies]
 
     def answered() -> bool:
-        return all(len(catalog.events(s, kinds=["assistant"])) >= 2 for s, _ in latencies)
+        # Oldest first, and only those not yet seen answered: one read a poll, mostly.
+        while pending and len(catalog.events(pending[0], kinds=["assistant"])) >= 2:
+            pending.pop(0)
+        return not pending
 
     await until(answered, 600, "every message's answer")
+    cpu_per_message = (runners.cpu_s() - cpu_before) / max(1, len(latencies))
     message_ms = [
         (catalog.events(s, kinds=["assistant"])[1].ts - sent) * 1000 for s, sent in latencies
     ]
     await until(
         lambda: all(catalog.get_session(s).terminal for s in timers),
-        args.window + 600,
+        args.lead + args.window + 600,
         "every timer",
     )
     late = []
@@ -166,15 +235,25 @@ async def waiting_phase(host, args, workdir: Path) -> dict[str, float]:  # type:
         "per_session_kib": (waiting_rss - before) * 1024 / args.sessions,
         "timer_p95": p(late, 0.95),
         "message_p95": p(message_ms, 0.95),
+        "message_cpu_ms": cpu_per_message * 1000,
     }
 
 
 async def active_phase(host, args, workdir: Path) -> tuple[float, int, float]:  # type: ignore[no-untyped-def]
     """--active one-turn sessions at once: (mean turns in flight over the run, the peak,
     loop lag p99 ms)."""
+    from swarmdeck.models.factory import preload_adapters
     from swarmdeck.runtime.host import SessionRequest
 
     request = SessionRequest("active ", "bench:scripted", workdir, tool_names=[])
+    # As a worker does as it starts (cli/worker.py's warm-up): the SDK's one-time import
+    # (~0.6 s, on the first turn's loop otherwise) is not what a worker's turns cost; nor
+    # is the first turn's HTTP client (its TLS context, ~0.1 s): one session runs first.
+    config, _model = host.services.provider_for("bench:scripted")
+    await asyncio.to_thread(preload_adapters, [config])
+    first = host.create_session(request).id
+    await host.start(first)
+    await host.wait(first)
     ids = [host.create_session(request).id for _ in range(args.active)]
     meter = LagMeter()
     meter.start()
@@ -204,37 +283,70 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=10_000)
     parser.add_argument("--window", type=float, default=60.0, help="timers due over (s)")
+    parser.add_argument(
+        "--lead", type=float, default=0.0, help="timers due this long before the window (s)"
+    )
     parser.add_argument("--rate", type=float, default=50.0, help="messages per second")
     parser.add_argument("--active", type=int, default=60, help="one-turn sessions at once")
     parser.add_argument("--store", default="", help="a store URL (PostgreSQL) instead of SQLite")
+    parser.add_argument(
+        "--processes", type=int, default=0, help="worker processes (0: in this process)"
+    )
     args = parse_with_quick(parser, sessions=200, window=10.0, active=60)
     home = Path(tempfile.mkdtemp(prefix="sd-scale-"))
     os.environ["SWARMDECK_HOME"] = str(home)
     if args.store:
         os.environ["SWARMDECK_STORE"] = args.store
-    from fake_server import bench_provider, fake_llm_process
+    from fake_server import bench_provider, fake_llm_process, write_bench_provider
 
     from swarmdeck.config import load_settings
     from swarmdeck.runtime.host import Host
 
     workdir = home / "work"
     workdir.mkdir()
-    with fake_llm_process(script(args.window)) as base_url:
+    with fake_llm_process(script(args.window, args.lead)) as base_url:
+        write_bench_provider(home, base_url)
         host = Host(load_settings())
         host.services.providers.register(bench_provider(base_url))
-        host.launch()
         try:
+            waited = waiting_on(host, args, home)
+            host.launch()  # after the workers: a launched host rings its own sessions only
 
-            async def run() -> tuple[dict[str, float], tuple[float, int, float]]:
-                waited = await waiting_phase(host, args, workdir)
-                active = await active_phase(host, args, workdir)
-                await host.services.close_models()
-                return waited, active
+            async def active() -> tuple[float, int, float]:
+                try:
+                    return await active_phase(host, args, workdir)
+                finally:
+                    await host.services.close_models()
 
-            waited, (in_flight, peak, lag_p99) = asyncio.run(run())
+            in_flight, peak, lag_p99 = asyncio.run(active())
         finally:
             host.shutdown()
     report(args, waited, (in_flight, peak), lag_p99)
+
+
+def waiting_on(host: Any, args: argparse.Namespace, home: Path) -> dict[str, float]:
+    """The waiting phase, in this process or on --processes workers (stopped after)."""
+    from child_env import child_env
+    from concurrency import start_workers, stop_workers
+
+    if not args.processes:
+        host.launch()
+        return asyncio.run(_waiting_here(host, args, home / "work"))
+    env = {**child_env(), "SWARMDECK_HOME": str(home)}
+    if args.store:
+        env["SWARMDECK_STORE"] = args.store
+    workers = start_workers(args.processes, env, home)
+    try:
+        return asyncio.run(waiting_phase(Runners(host, workers), args, home / "work"))
+    finally:
+        stop_workers(workers)
+
+
+async def _waiting_here(host: Any, args: argparse.Namespace, workdir: Path) -> dict[str, float]:
+    try:
+        return await waiting_phase(Runners(host), args, workdir)
+    finally:
+        await host.services.close_models()
 
 
 def report(args, waited: dict[str, float], flight: tuple[float, int], lag_p99: float) -> None:  # type: ignore[no-untyped-def]
@@ -242,7 +354,9 @@ def report(args, waited: dict[str, float], flight: tuple[float, int], lag_p99: f
     store = "PostgreSQL" if args.store else "SQLite"
     n = args.sessions
     scaled = waited["per_session_kib"] * 10_000 / 1024
-    print(f"store: {store}, one process; {n} waiting sessions, timers over {args.window:g} s")
+    where = f"{args.processes} worker processes" if args.processes else "one process"
+    lead = f" after {args.lead:g} s" if args.lead else ""
+    print(f"store: {store}, {where}; {n} waiting sessions, timers over {args.window:g} s{lead}")
     print(
         f"  memory: {waited['per_session_kib']:.0f} KiB/waiting session, "
         f"{waited['rss']:.0f} MiB in all;\n  10,000 would add {scaled:.0f} MiB "
@@ -251,7 +365,9 @@ def report(args, waited: dict[str, float], flight: tuple[float, int], lag_p99: f
     print(f"  timer lateness p95 {waited['timer_p95']:.2f} s (goal <= {GOAL_TIMER_P95_S:g} s)")
     print(
         f"  message -> answer stored p95 {waited['message_p95']:.0f} ms at "
-        f"{args.rate:g}/s (goal <= {GOAL_MESSAGE_P95_MS} ms)"
+        f"{args.rate:g}/s (goal <= {GOAL_MESSAGE_P95_MS} ms),\n  "
+        f"{waited['message_cpu_ms']:.1f} ms of CPU per message in the session runners, "
+        "timers included"
     )
     in_flight, peak = flight
     print(

@@ -132,7 +132,11 @@ def children_cpu() -> float:
     total = 0.0
     tick = os.sysconf("SC_CLK_TCK")
     for task in Path("/proc/self/task").iterdir():
-        for pid in (task / "children").read_text().split():
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:  # a thread that ended since the listing (DBOS's, the engine's)
+            continue
+        for pid in children:
             with contextlib.suppress(OSError):
                 fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
                 total += (int(fields[11]) + int(fields[12])) / tick

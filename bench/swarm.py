@@ -171,8 +171,7 @@ def main() -> None:
     if args.store:
         os.environ["SWARMDECK_STORE"] = args.store
     sys.path.insert(0, str(Path(__file__).parent))
-    import yaml
-    from fake_server import fake_llm_process
+    from fake_server import fake_llm_process, write_bench_provider
 
     from swarmdeck import Swarm
 
@@ -181,19 +180,7 @@ def main() -> None:
     (workdir / "app.py").write_text("def main():\n    return 42\n")
     critical = (2 + MEMBER_TURNS) * args.latency
     with fake_llm_process(script(args.latency)) as base_url:
-        (home / "providers").mkdir(mode=0o700, exist_ok=True)
-        (home / "providers" / "bench.yaml").write_text(
-            yaml.safe_dump(
-                {
-                    "key": "bench",
-                    "kind": "openai",
-                    "base_url": base_url,
-                    "model": "scripted",
-                    "needs_key": False,
-                    "concurrency": 16,
-                }
-            )
-        )
+        write_bench_provider(home, base_url, concurrency=16)
         swarm = Swarm()
 
         async def measure() -> tuple[list[float], list[float], float, dict]:

@@ -7,7 +7,10 @@ tools' schemas, an index line for the rest) and once `eager` (every schema every
   measured as its inspector shows it: the runtime's tokens (system prompt and tool
   schemas) of its last turn; it must complete either way;
 - a code-mode session with 7 real MCP servers of 15 tools each (bench/mcp_wide_server.py,
-  started over stdio by the session), on the fake LLM server: the same figure for its turn.
+  started over stdio by the session), on the fake LLM server: the same figure for its turn;
+  on an openai provider (swarmdeck's index and load_tools), and lazily once more on an
+  anthropic one and on an openai-responses one, where the vendor's tool search finds the
+  deferred tools (`search`; OpenAI's shows the model their names and descriptions).
 
 Each configuration runs in a process of its own with its own home.
 
@@ -30,6 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from quick import parse_with_quick
 
 SERVERS = 7
+# The MCP session on an anthropic provider: the vendor's tool search finds its tools.
+SEARCH = "mcp-search"
+# The same on OpenAI's Responses API, with its hosted tool search.
+RESPONSES = "mcp-responses"
+KINDS = {"mcp": "openai", SEARCH: "anthropic", RESPONSES: "openai-responses"}
 DEMO_GOAL, MCP_GOAL = 800, 1200
 BENCH = Path(__file__).resolve().parent
 
@@ -70,8 +78,9 @@ def one_demo(loading: str) -> dict[str, Any]:
     return {"status": status, **runtime_of(host, record.id)}
 
 
-def one_mcp(loading: str, servers: int) -> dict[str, Any]:
-    """A code-mode session with `servers` MCP servers of 15 tools, one turn."""
+def one_mcp(loading: str, servers: int, kind: str = "openai") -> dict[str, Any]:
+    """A code-mode session with `servers` MCP servers of 15 tools, one turn, on a provider
+    of this kind (anthropic: tools deferred to its tool search)."""
     import yaml
 
     from swarmdeck.runtime.host import Host, SessionRequest
@@ -93,8 +102,11 @@ def one_mcp(loading: str, servers: int) -> dict[str, Any]:
     (workdir / ".mcp.json").write_text(json.dumps({"mcpServers": entries}))
     with FakeLLM(lambda _req: Reply(text="Nothing to change.")) as fake:
         (home / "providers").mkdir(parents=True, exist_ok=True)
-        provider = {"key": "fake", "kind": "openai", "base_url": fake.openai_base_url,
-                    "model": "scripted", "display_name": "fake", "needs_key": False}  # fmt: skip
+        url = fake.anthropic_base_url if kind == "anthropic" else fake.openai_base_url
+        # The plain edit tools on both: the figures then differ by the loading alone.
+        provider = {"key": "fake", "kind": kind, "base_url": url, "model": "scripted",
+                    "display_name": "fake", "needs_key": False,
+                    "edit_tools": "plain"}  # fmt: skip
         (home / "providers" / "fake.yaml").write_text(yaml.safe_dump(provider))
         host = Host()
         request = SessionRequest(
@@ -103,7 +115,8 @@ def one_mcp(loading: str, servers: int) -> dict[str, Any]:
         )  # fmt: skip
         record = host.create_session(request)
         asyncio.run(_run(host, record.id))
-        offered = len(fake.requests[0].body.get("tools") or []) if fake.requests else 0
+        tools = fake.requests[0].body.get("tools") or [] if fake.requests else []
+        offered = sum(1 for t in tools if not t.get("defer_loading"))
     status = host.catalog.get_session(record.id).status
     return {"status": status, "schemas_sent": offered, **runtime_of(host, record.id)}
 
@@ -127,7 +140,7 @@ def main() -> None:
     args = parse_with_quick(parser, servers=2)
     if args.one:
         what, loading, servers = args.one
-        found = one_demo(loading) if what == "demo" else one_mcp(loading, int(servers))
+        found = one_demo(loading) if what == "demo" else one_mcp(loading, int(servers), KINDS[what])
         print(json.dumps(found))
         return
     rows = {
@@ -135,19 +148,36 @@ def main() -> None:
         for what in ("demo", "mcp")
         for loading in ("eager", "lazy")
     }
-    label = {"demo": "demo session", "mcp": f"{args.servers} MCP servers x 15 tools"}
+    rows[SEARCH, "lazy"] = measure(SEARCH, "lazy", args.servers)
+    rows[RESPONSES, "lazy"] = measure(RESPONSES, "lazy", args.servers)
+    label = {
+        "demo": "demo session",
+        "mcp": f"{args.servers} MCP servers x 15 tools",
+        SEARCH: f"{args.servers} MCP servers, tool search",
+        RESPONSES: f"{args.servers} MCP, Responses search",
+    }
     print(f"{'session':<28} {'loading':<7} {'status':<10} {'first':>6} {'last':>6} {'turns':>5}")
     for (what, loading), r in rows.items():
         print(
-            f"{label[what]:<28} {loading:<7} {r['status']:<10} {r['first']:>6} "
+            f"{label[what]:<28} {'search' if what in (SEARCH, RESPONSES) else loading:<7} "
+            f"{r['status']:<10} {r['first']:>6} "
             f"{r['last']:>6} {r['turns']:>5}"
         )
     demo, mcp, eager = rows["demo", "lazy"], rows["mcp", "lazy"], rows["mcp", "eager"]
+    vendor = rows[SEARCH, "lazy"]
     print(
         f"demo: {rows['demo', 'eager']['last'] / demo['last']:.1f}x fewer runtime tokens "
         f"(goal: <= {DEMO_GOAL}); MCP: {eager['last'] / mcp['last']:.1f}x fewer "
         f"(goal: <= {MCP_GOAL}); the same task success: "
         f"{all(r['status'] == 'completed' for r in rows.values())}"
+    )
+    print(
+        f"with Anthropic's tool search: {args.servers} MCP servers {vendor['last']} "
+        f"(load_tools {mcp['last']}, eager {eager['last']})"
+    )
+    print(
+        f"with the Responses API's tool search: {args.servers} MCP servers "
+        f"{rows[RESPONSES, 'lazy']['last']} (load_tools {mcp['last']}, eager {eager['last']})"
     )
     print(
         f"runtime tokens per turn: demo {demo['last']}, {args.servers} MCP servers "

@@ -20,8 +20,8 @@ import threading
 import time
 from pathlib import Path
 
-import yaml
 from child_env import child_env
+from fake_server import write_bench_provider
 
 from swarmdeck.testing.fake_llm import FakeLLM
 from swarmdeck.testing.script import FakeRequest, Reply, ReplyToolCall
@@ -51,11 +51,8 @@ class Script:
 
 def _home(root: Path, name: str, base_url: str) -> Path:
     home = root / f"home-{name}"
-    (home / "providers").mkdir(parents=True, mode=0o700)
+    write_bench_provider(home, base_url, model="fake", concurrency=None)
     home.chmod(0o700)
-    provider = {"key": "bench", "kind": "openai", "base_url": base_url, "model": "fake",
-                "needs_key": False}  # fmt: skip
-    (home / "providers" / "bench.yaml").write_text(yaml.safe_dump(provider))
     return home
 
 

@@ -16,6 +16,7 @@ tools:         # tools on demand (tools/tool_index.py)
   loading: lazy                     # or eager: every schema every turn
   core: {explore: [read_file, grep, shell, submit_result]}
   shared_prefix: true               # a swarm's sessions share one cached prompt prefix
+project_docs: true   # AGENTS.md (or CLAUDE.md) from the repository's root to the workdir
 ```
 """
 
@@ -41,7 +42,7 @@ LEASE_SECONDS = 3.0
 SETTINGS_FILE = "settings.yaml"
 SANDBOX_VALUES = {"auto": False, "off": True}
 # The top-level keys settings.yaml may hold.
-SETTINGS_KEYS = ("sandbox", "swarm", "model_aliases", "telemetry", "tools")
+SETTINGS_KEYS = ("sandbox", "swarm", "model_aliases", "telemetry", "tools", "project_docs")
 # The setting that enables the system agents without `swarmdeck system start`: the model
 # they run on (never a default: the user names it).
 SYSTEM_MODEL_ENV = "SWARMDECK_SYSTEM_MODEL"
@@ -82,7 +83,7 @@ class Settings:
     heartbeat_seconds: float = 1.0
     lease_seconds: float = LEASE_SECONDS
     # Sessions one worker process runs at once, and all workers together (None: no limit).
-    worker_concurrency: int = 1000
+    worker_concurrency: int = 10_000
     queue_concurrency: int | None = None
     # How often a worker looks for sessions handed to the fleet (SQLite; PostgreSQL is told
     # at once by NOTIFY and looks this often only as a fallback).
@@ -104,6 +105,9 @@ class Settings:
     # `shared_prefix: false`: a swarm's members and a parent's sub-agents each build their
     # own prompt instead of one cached prefix (runtime/family.py).
     shared_prefix: bool = True
+    # `project_docs: false`: sessions are not shown the project's AGENTS.md files
+    # (runtime/project_docs.py).
+    project_docs: bool = True
 
     @property
     def is_sqlite(self) -> bool:
@@ -164,6 +168,7 @@ def load_settings() -> Settings:
         store_url=store,
         no_sandbox=sandbox_opted_out(home),
         **tool_settings(home),
+        project_docs=project_docs_setting(home),
         system_model=os.environ.get(SYSTEM_MODEL_ENV) or None,
         cleanup_grace_minutes=_minutes(os.environ.get(GRACE_ENV), Settings.cleanup_grace_minutes),
         **fleet,  # type: ignore[arg-type]
@@ -231,6 +236,17 @@ def tool_settings(home: Path) -> dict[str, Any]:
         "core_tools": {str(m): tuple(v) for m, v in core.items()},
         "shared_prefix": shared,
     }
+
+
+def project_docs_setting(home: Path) -> bool:
+    """settings.yaml's `project_docs: true|false` (true when absent)."""
+    value = user_settings(home).get("project_docs", True)
+    if not isinstance(value, bool):
+        raise ConfigError(
+            f"{home / SETTINGS_FILE}: project_docs is {value!r}",
+            "use `project_docs: true` or `project_docs: false`",
+        )
+    return value
 
 
 def sandbox_opted_out(home: Path | None = None) -> bool:

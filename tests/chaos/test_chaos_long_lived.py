@@ -1,6 +1,6 @@
 """A long-lived cron session: 1,000 iterations at a tiny interval, rolling over into a fresh
 workflow every 50. Killed with SIGKILL at iteration ~100 and ~900, it is taken over by a
-fresh process in about the same time both times, and the process's memory stays flat."""
+fresh process with about the same work both times, and the process's memory stays flat."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from swarmdeck.catalog.catalog import Catalog
 from swarmdeck.runtime.host import Host, SessionRequest
 from swarmdeck.testing.fake_llm import FakeLLM
 from swarmdeck.testing.script import FakeRequest, Reply
+from swarmdeck.testing.tool_search import searching
 from tests.conftest import write_provider
 from tests.integration.test_sessions_support import (
     call,
@@ -62,6 +63,7 @@ class Run:
     started: float
     turns_before: int
     first_new_turn_at: float | None = None
+    takeover_cpu: float | None = None  # CPU seconds the process used until its first new turn
     samples: dict[int, tuple[int, float]] = field(default_factory=dict)  # turns: RSS, CPU
 
     @property
@@ -77,6 +79,7 @@ def watch(run: Run, catalog: Catalog, sid: str, fake_llm: FakeLLM, at: tuple[int
         turns = _turns(catalog, sid)
         if run.first_new_turn_at is None and turns > run.turns_before:
             run.first_new_turn_at = time.monotonic()
+            run.takeover_cpu = _cpu_or_none(run.proc.pid)
         while wanted and turns >= wanted[0]:
             try:
                 run.samples[wanted.pop(0)] = (rss_kib(run.proc.pid), cpu_seconds(run.proc.pid))
@@ -85,6 +88,13 @@ def watch(run: Run, catalog: Catalog, sid: str, fake_llm: FakeLLM, at: tuple[int
         if len(fake_llm.requests) > 200:
             fake_llm.reset_stats()  # the fake server keeps every request: keep this test lean
         time.sleep(0.05)
+
+
+def _cpu_or_none(pid: int) -> float | None:
+    try:
+        return cpu_seconds(pid)
+    except (FileNotFoundError, ProcessLookupError):
+        return None
 
 
 def _turns(catalog: Catalog, sid: str) -> int:
@@ -104,7 +114,7 @@ def test_long_lived_cron_session_stays_flat(sd_home: Path, workdir: Path, fake_l
     # The Anthropic wire format: through the OpenAI SDK every request re-validates the whole
     # conversation (~0.17 ms a message), so turn n costs O(n) and 1,000 turns take minutes.
     write_provider(sd_home, "fake", fake_llm.anthropic_base_url, kind="anthropic")
-    fake_llm.set_script(ticker)
+    fake_llm.set_script(searching(ticker))  # cron is deferred to the vendor's tool search
     options = {"rollover_iterations": ROLLOVER, "max_turns": 2 * ITERATIONS}
     sid = (
         Host().create_session(SessionRequest("sweep forever", "fake", workdir, options=options)).id
@@ -140,14 +150,19 @@ def test_long_lived_cron_session_stays_flat(sd_home: Path, workdir: Path, fake_l
     assert record.generation >= ITERATIONS // ROLLOVER - 1
 
     takeover = [r.takeover_seconds for r in runs[1:]]
+    takeover_cpu = [r.takeover_cpu for r in runs[1:]]
     samples = {k: v for r in runs for k, v in r.samples.items()}
     rss = {k: v[0] for k, v in samples.items()}
     early = (samples[300][1] - samples[200][1]) / 100 * 1000
     late = (samples[850][1] - samples[750][1]) / 100 * 1000
     print(
         f"\n1,000 iterations in {total:.1f} s; takeover at ~100: {takeover[0]:.2f} s, "
-        f"at ~900: {takeover[1]:.2f} s; RSS KiB by turn {rss}; worker CPU per turn "
+        f"at ~900: {takeover[1]:.2f} s (CPU {takeover_cpu[0]:.2f} s, {takeover_cpu[1]:.2f} s); RSS KiB by turn {rss}; worker CPU per turn "
         f"{early:.0f} ms at turns 200-300, {late:.0f} ms at 750-850"
     )
-    assert takeover[1] < takeover[0] * 1.5 + 1.0, takeover
+    # The work, not the wall clock: the suite shares two cores with other tests, and a
+    # takeover that waits for a core is no slower a takeover. The later one reads a longer
+    # conversation (the session keeps it until its window fills), hence the allowance.
+    assert takeover_cpu[0] is not None and takeover_cpu[1] is not None, takeover_cpu
+    assert takeover_cpu[1] < takeover_cpu[0] * 1.5 + 0.5, takeover_cpu
     assert rss[850] < rss[200] * 1.25, rss

@@ -72,21 +72,25 @@ def test_a_worker_of_the_next_release_finishes_a_waiting_session(
 # The last commit whose session workflow is format 1 (its wait looked at the inbox twice
 # before it slept): the release before format 2.
 FORMAT_1_COMMIT = "4c985a03b94502ce7ef220f89979e61b47fc2430"
+# The last commit whose session workflow is format 3 (its wait took a look, `waiting_at`,
+# before it slept): the release before format 4.
+FORMAT_3_COMMIT = "21a17981ca18929db50ef17a8cbcc724f049944c"
 
 
-def format_1_source(into: Path) -> Path:
-    """The package as that commit had it, for a worker of that release to import."""
+def format_1_source(into: Path, commit: str = FORMAT_1_COMMIT) -> Path:
+    """The package as that commit (format 1's, unless told) had it, for a worker of that
+    release to import."""
     repo = Path(__file__).resolve().parents[2]
     if not (repo / ".git").exists() or shutil.which("git") is None:
         pytest.skip("needs the git history of the repository")
     found = subprocess.run(
-        ["git", "-C", str(repo), "cat-file", "-e", f"{FORMAT_1_COMMIT}^{{commit}}"],
+        ["git", "-C", str(repo), "cat-file", "-e", f"{commit}^{{commit}}"],
         capture_output=True,
     )
     if found.returncode != 0:
-        pytest.skip(f"commit {FORMAT_1_COMMIT[:8]} is not in this clone's history")
+        pytest.skip(f"commit {commit[:8]} is not in this clone's history")
     archive = subprocess.run(
-        ["git", "-C", str(repo), "archive", FORMAT_1_COMMIT, "src"],
+        ["git", "-C", str(repo), "archive", commit, "src"],
         capture_output=True,
         check=True,
     ).stdout
@@ -134,6 +138,107 @@ def test_a_wait_of_format_1_replays_unchanged_under_format_2(
     assert steps == ["waiting_at", "mail_at", "DBOS.recv", "DBOS.sleep", "mail_at"], steps
     waited = catalog.events(sid, kinds=["tool_result"])[0]
     assert waited.payload["content"] == f"waited {NAP_S:g} seconds"
+
+
+@pytest.mark.parametrize("message", [False, True], ids=["timeout", "message"])
+def test_a_wait_of_format_3_replays_unchanged_under_format_4(
+    store: Store, sd_home: Path, workdir: Path, fake_llm, fleet: Fleet, message: bool
+) -> None:
+    """A worker running the code of the release before (format 3: a look, `waiting_at`,
+    before the sleep, and one after it) is killed while a session waits; a worker of this
+    code (format 4: no look before the sleep) recovers the wait from the old log, on the
+    old path: it ends at its original deadline, or early for a message sent meanwhile,
+    which is answered first."""
+    old_src = format_1_source(sd_home.parent / "format-3", FORMAT_3_COMMIT)
+    write_provider(sd_home, "fake", fake_llm.openai_base_url)
+    # A message must find the wait still on after the takeover: a nap long enough for that.
+    nap = 120.0 if message else NAP_S
+    script = Scripted({"napper": Agent([calls(call("wait", seconds=nap)), text("napped")])})
+    fake_llm.set_script(script)
+    old = fleet.start("host-a", release=__version__, PYTHONPATH=str(old_src))
+    sid = Host().create_session(SessionRequest("napper", "fake", workdir), fleet=True).id
+    catalog = open_catalog()
+    wait_for(lambda: catalog.get_session(sid).status == "waiting", what="the wait")
+    # Its look, and the sleep of its receive (recorded as it begins; the recv as it ends).
+    wait_for(lambda: "DBOS.sleep" in engine_steps(store, sid), what="the old wait's sleep")
+    nap_began = catalog.events(sid, kinds=["assistant"])[0].ts
+    ledger = TurnLedger(script, catalog, fake_llm)
+    fleet.kill(old)
+    ledger.killed()
+    # The old release's steps: the wait looked once, then slept.
+    assert engine_steps(store, sid) == ["waiting_at", "DBOS.sleep"]
+
+    new = fleet.start("host-b")
+    if message:
+        # Sent once the new worker has taken the session over (the wait is on again).
+        wait_for(lambda: catalog.get_session(sid).executor == new.executor_id, timeout=60)
+        Host().send(sid, "wake up")
+    wait_for(
+        lambda: catalog.get_session(sid).status == "completed",
+        timeout=60,
+        what="this release's worker to finish the format-3 session",
+    )
+    record = catalog.get_session(sid)
+    assert (record.final_text, record.executor) == ("napped", new.executor_id)
+    ledger.check()
+    woke = catalog.events(sid, kinds=["assistant"])[1].ts
+    steps = engine_steps(store, sid)
+    waited = catalog.events(sid, kinds=["tool_result"])[0]
+    if message:
+        assert woke < nap_began + nap - 0.5
+        assert waited.payload["content"].startswith("wait ended early")
+        # ...and the message joined the conversation before the turn that answered it.
+        after = [e.kind for e in catalog.events(sid) if e.seq > waited.seq]
+        assert after[:2] == ["user", "assistant"], after
+    else:
+        assert woke >= nap_began + nap - 0.5
+        assert waited.payload["content"] == f"waited {nap:g} seconds"
+    # Format 3's steps, replayed then continued: the recv (with its sleep), the look after.
+    assert steps == ["waiting_at", "DBOS.recv", "DBOS.sleep", "mail_at"], steps
+
+
+def test_an_idle_session_of_format_3_wakes_on_its_old_path_under_format_4(
+    store: Store, sd_home: Path, workdir: Path, fake_llm, fleet: Fleet
+) -> None:
+    """A persistent session that a worker of the release before left resting (format 3:
+    its `idle` and its `running` each a step) is woken by a message after a worker of this
+    code took it over: it answers, and rests again, in format 3's steps."""
+    old_src = format_1_source(sd_home.parent / "format-3", FORMAT_3_COMMIT)
+    write_provider(sd_home, "fake", fake_llm.openai_base_url)
+    script = Scripted({"chat": Agent([text("hello"), text("answered")])})
+    fake_llm.set_script(script)
+    old = fleet.start("host-a", release=__version__, PYTHONPATH=str(old_src))
+    request = SessionRequest("chat with me", "fake", workdir, options={"one_shot": False})
+    sid = Host().create_session(request, fleet=True).id
+    catalog = open_catalog()
+    # Resting: its idle status step, the drain that found nothing, the clock, the recv's sleep.
+    wait_for(lambda: "DBOS.sleep" in engine_steps(store, sid), what="the old session's rest")
+    assert catalog.get_session(sid).status == "idle"
+    ledger = TurnLedger(script, catalog, fake_llm)
+    fleet.kill(old)
+    ledger.killed()
+    assert engine_steps(store, sid) == ["status", "drain", "now", "DBOS.sleep"]
+
+    new = fleet.start("host-b")
+    wait_for(lambda: catalog.get_session(sid).executor == new.executor_id, timeout=60)
+    Host().send(sid, "a person asks")
+    wait_for(
+        lambda: (
+            len(catalog.events(sid, kinds=["assistant"])) == 2
+            and catalog.get_session(sid).status == "idle"
+        ),
+        timeout=60,
+        what="this release's worker to answer the format-3 session and rest it again",
+    )
+    ledger.check()
+    assert catalog.events(sid, kinds=["assistant"])[1].payload["text"] == "answered"
+    # Format 3's path, replayed then continued: the recovered recv, the drain that took
+    # the message, its own `running` step, then the next rest's `idle` step (format 4
+    # takes neither status step).
+    steps = engine_steps(store, sid)
+    assert steps[:4] == ["status", "drain", "now", "DBOS.recv"], steps
+    woke = steps.index("drain", steps.index("DBOS.recv"))
+    assert steps[woke : woke + 3] == ["drain", "status", "status"], steps
 
 
 def engine_steps(store: Store, workflow: str) -> list[str]:

@@ -19,7 +19,7 @@ from swarmdeck.models.registry import ProviderConfig
 from swarmdeck.models.types import ChatModel, Message, Notice, ToolCall
 from swarmdeck.testing.fake_llm import FakeLLM
 
-KINDS = ["openai", "anthropic"]
+KINDS = ["openai", "anthropic", "openai-responses"]
 TEXT = "four words of text"
 CALL = {"name": "read_file", "arguments": {"path": "a.txt"}}
 
@@ -50,7 +50,9 @@ def model_for(
 
 
 def chats(fake: FakeLLM) -> int:
-    return sum(1 for r in fake.requests if r.path in ("/v1/chat/completions", "/v1/messages"))
+    return sum(
+        1 for r in fake.requests if r.path.endswith(("/completions", "/messages", "/responses"))
+    )
 
 
 def one_turn(fault: dict[str, Any] | None = None, **turn: Any) -> dict[str, Any]:
@@ -116,8 +118,8 @@ async def test_a_context_length_rejection_is_named_and_not_retried(
 async def test_a_stream_without_usage_is_estimated(fake: FakeLLM, kind: str) -> None:
     fake.set_script(one_turn({"omit_usage": True}))
     history = [Message("user", "please read a.txt and summarise it")]
-    priced = "gpt-4o-mini" if kind == "openai" else "claude-3-5-haiku-latest"
-    key = "openai" if kind == "openai" else "anthropic"
+    priced = "claude-3-5-haiku-latest" if kind == "anthropic" else "gpt-4o-mini"
+    key = kind  # a provider named after its kind is priced as its vendor's
     completion = await model_for(fake, kind, key=key, model=priced).complete(history, [])
     usage = completion.usage
     assert usage.estimated

@@ -18,6 +18,7 @@ from swarmdeck.models.anthropic import AnthropicModel
 from swarmdeck.models.factory import build_chat_model
 from swarmdeck.models.limiter import ProviderLimiter
 from swarmdeck.models.openai_compat import OpenAICompatModel, _Assembly
+from swarmdeck.models.openai_responses import OpenAIResponsesModel
 from swarmdeck.models.pricing import cost_usd
 from swarmdeck.models.registry import ProviderConfig
 from swarmdeck.models.types import ChatModel, Completion, Message, ToolSpec, Usage
@@ -34,7 +35,7 @@ TOOL_TURNS = [
     {"text": "Reading it.", "tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}}]},
     {"text": "The file says: {{last_tool_result}}"},
 ]
-KINDS = ["openai", "anthropic"]
+KINDS = ["openai", "anthropic", "openai-responses"]
 
 
 @pytest.fixture(autouse=True)
@@ -64,7 +65,7 @@ class Keys:
 
 def make_model(
     fake: FakeLLM, kind: str = "openai", keys: Keys | None = None, **fields: Any
-) -> OpenAICompatModel | AnthropicModel:
+) -> OpenAICompatModel | AnthropicModel | OpenAIResponsesModel:
     """An adapter aimed at the fake server, with a fresh in-process limiter."""
     config = ProviderConfig(
         key=fields.pop("key", "anthropic" if kind == "anthropic" else "openai"),
@@ -74,13 +75,15 @@ def make_model(
         **fields,
     )
     model = build_chat_model(config, config.model, keys or Keys(), ProviderLimiter())
-    assert isinstance(model, OpenAICompatModel | AnthropicModel)
+    assert isinstance(model, OpenAICompatModel | AnthropicModel | OpenAIResponsesModel)
     return model
 
 
 def chat_requests(fake: FakeLLM) -> list[Any]:
     """The chat requests the server received (not model listings)."""
-    return [r for r in fake.requests if r.path in ("/v1/chat/completions", "/v1/messages")]
+    return [
+        r for r in fake.requests if r.path.endswith(("/completions", "/messages", "/responses"))
+    ]
 
 
 async def run_tool_round_trip(model: ChatModel) -> tuple[Completion, Completion]:
@@ -140,7 +143,7 @@ async def test_tool_call_and_result_round_trip(fake: FakeLLM, kind: str) -> None
         assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
         assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
         assert body["max_tokens"] == model.config.output_tokens
-    else:
+    elif kind == "openai":  # the Responses API's body: test_responses_adapter.py
         assert body["messages"][0] == {"role": "system", "content": "You are terse."}
         assert body["messages"][-1]["role"] == "tool"
 

@@ -309,8 +309,19 @@ def test_append_event_is_idempotent_by_key(catalog: Catalog) -> None:
 
 def test_news_reads_new_events_and_waiting_mail_at_once(catalog: Catalog) -> None:
     new_session(catalog, "s")
-    events, mail = catalog.news("s", 0, ["user"], "turn:0")
+    statements: list[str] = []
+
+    def count(_conn, _cursor, statement: str, *_args) -> None:  # type: ignore[no-untyped-def]
+        statements.append(statement)
+
+    sa.event.listen(catalog.engine, "before_cursor_execute", count)
+    try:
+        events, mail = catalog.news("s", 0, ["user"], "turn:0")
+    finally:
+        sa.event.remove(catalog.engine, "before_cursor_execute", count)
+    assert len(statements) == 1, statements  # one statement: one round trip, at every turn
     assert [e.key for e in events] == ["task"] and not mail
+    assert (events[0].seq, events[0].kind, events[0].payload) == (1, "task", {"text": "task of s"})
     catalog.post("s", "m1", "child_update", {"text": "not asked for"})
     assert not catalog.news("s", events[-1].id, ["user"], "turn:0")[1]
     catalog.post("s", "m2", "user", {"text": "hello"})

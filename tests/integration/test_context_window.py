@@ -15,6 +15,7 @@ from swarmdeck.runtime.context import SUMMARY_SYSTEM
 from swarmdeck.runtime.host import Host, SessionRequest, default_tools
 from swarmdeck.testing.fake_llm import FakeLLM
 from swarmdeck.testing.script import FakeRequest, Reply, ReplyToolCall
+from swarmdeck.testing.tool_search import searching
 from tests.conftest import write_provider
 from tests.integration.context_support import (
     TASK,
@@ -64,7 +65,7 @@ async def read_with_cron(workdir: Path, fake: FakeLLM) -> tuple:
     fake.context_tokens = WINDOW
     (workdir / "data.txt").write_text(data_file_text())
     model = CronReader(12)
-    fake.set_script(model)
+    fake.set_script(searching(model))
     host, sid = await run_to_end(workdir, {"max_turns": 100}, timeout=120)
     assert host.catalog.get_session(sid).status == "completed"
     return host, sid, model
@@ -79,7 +80,7 @@ async def test_a_long_cron_session_stays_inside_its_window(
     small_window(sd_home, fake_llm, kind)
     (workdir / "data.txt").write_text(data_file_text())
     model = CronReader(iterations)
-    fake_llm.set_script(model)
+    fake_llm.set_script(searching(model))
     options = {"max_turns": 4 * iterations, "rollover_iterations": 100}
     host, sid = await run_to_end(workdir, options)
     record = host.catalog.get_session(sid)
@@ -96,7 +97,7 @@ async def test_a_long_cron_session_stays_inside_its_window(
     assert max(model.prompts) < WINDOW - OUTPUT
 
 
-@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+@pytest.mark.parametrize("kind", ["openai", "anthropic", "openai-responses"])
 async def test_tool_pairs_survive_compaction_on_both_wire_formats(
     sd_home: Path, workdir: Path, fake_llm: FakeLLM, kind: str
 ) -> None:
@@ -105,7 +106,7 @@ async def test_tool_pairs_survive_compaction_on_both_wire_formats(
     small_window(sd_home, fake_llm, kind)
     (workdir / "data.txt").write_text(data_file_text() * 2)
     model = CronReader(25)
-    fake_llm.set_script(model)
+    fake_llm.set_script(searching(model))
     host, sid = await run_to_end(workdir, {"max_turns": 200}, timeout=120)
     assert host.catalog.get_session(sid).status == "completed"
     assert host.catalog.events(sid, kinds=["compaction"])
@@ -115,7 +116,8 @@ async def test_tool_pairs_survive_compaction_on_both_wire_formats(
     last = json.dumps(fake_llm.requests[-1].body)
     first_summary = next(i for i, r in enumerate(fake_llm.requests) if is_summary_request_body(r))
     assert first_summary < len(fake_llm.requests) - 10
-    assert ('"tool_call_id"' in last) if kind == "openai" else ('"tool_use_id"' in last)
+    pair = {"openai": "tool_call_id", "anthropic": "tool_use_id"}.get(kind, "function_call_output")
+    assert f'"{pair}"' in last
 
 
 async def test_a_context_length_error_compacts_once_and_retries(
@@ -151,7 +153,7 @@ async def test_a_failed_summary_drops_the_oldest_turns_with_a_marker(
             return Reply(text="")
         return model(req)
 
-    fake_llm.set_script(no_summaries)
+    fake_llm.set_script(searching(no_summaries))
     host, sid = await run_to_end(workdir, {"max_turns": 200}, timeout=120)
     assert host.catalog.get_session(sid).status == "completed"
     compactions = host.catalog.events(sid, kinds=["compaction"])
@@ -187,7 +189,7 @@ async def test_a_megabyte_tool_output_becomes_an_artifact(
         seen["part"] = str(results[1]["content"])
         return Reply(text="read")
 
-    fake_llm.set_script(reader)
+    fake_llm.set_script(searching(reader))
     host, sid = await run_to_end(workdir, {"max_turns": 10}, timeout=60, tools=[dump_table])
     assert host.catalog.get_session(sid).status == "completed"
     shown = seen["first"]
@@ -219,19 +221,22 @@ def _flat(body: dict, kind: str) -> list:
             content = message["content"]
             blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
             flat += [(message["role"], clean(b)) for b in blocks]
+    elif kind == "openai-responses":
+        flat.append(("instructions", body["instructions"]))
+        flat += [("item", clean(i)) for i in body["input"]]
     else:
         flat += [("message", clean(m)) for m in body["messages"]]
     return flat
 
 
-@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+@pytest.mark.parametrize("kind", ["openai", "anthropic", "openai-responses"])
 async def test_between_compactions_the_prompt_only_grows_at_its_end(
     sd_home: Path, workdir: Path, fake_llm: FakeLLM, kind: str
 ) -> None:
     url = fake_llm.anthropic_base_url if kind == "anthropic" else fake_llm.openai_base_url
     write_provider(sd_home, "fake", url, kind=kind)
     (workdir / "data.txt").write_text(data_file_text())
-    fake_llm.set_script(CronReader(6))
+    fake_llm.set_script(searching(CronReader(6)))
     host, sid = await run_to_end(workdir, {"max_turns": 50}, timeout=60)
     assert host.catalog.get_session(sid).status == "completed"
     prompts = [_flat(r.body, kind) for r in fake_llm.requests if r.body]
@@ -244,8 +249,14 @@ async def test_between_compactions_the_prompt_only_grows_at_its_end(
     if kind == "anthropic":
         body = fake_llm.requests[-1].body
         assert body["system"][-1]["cache_control"] == {"type": "ephemeral"}
-        assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+        # On the last tool in the prompt: the deferred ones after it are not (tool search).
+        shown = [t for t in body["tools"] if not t.get("defer_loading")]
+        assert shown[-1]["cache_control"] == {"type": "ephemeral"}
         assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    if kind == "openai-responses":  # cron was deferred: the hosted search found it
+        body = fake_llm.requests[-1].body
+        assert {"type": "tool_search"} in body["tools"]
+        assert any(item.get("type") == "tool_search_output" for item in body["input"])
 
 
 async def test_an_empty_answer_over_a_window_only_the_server_knows_compacts_once(

@@ -53,11 +53,12 @@ SHAPES = [
     ("anthropic", None, "str_replace_based_edit_tool"),
     ("openai", "openai_apply_patch", "edit_file"),
     ("openai", "plain", "edit_file"),
+    ("openai-responses", "openai_apply_patch", "edit_file"),
 ]
 
 
 @pytest.mark.parametrize(
-    ("kind", "shape", "replace_tool"), SHAPES, ids=["anthropic", "custom", "plain"]
+    ("kind", "shape", "replace_tool"), SHAPES, ids=["anthropic", "custom", "plain", "responses"]
 )
 async def test_edits_in_each_vendor_shape(
     sd_home: Path, tmp_path: Path, fake_llm: Any, kind: str, shape: str | None, replace_tool: str
@@ -121,6 +122,15 @@ def _check_wire(fake_llm: Any, kind: str, shape: str | None) -> None:
         return
     assert "str_replace_based_edit_tool" not in names
     patch_tool = next(t for t in tools if "apply_patch" in str(t))
+    if kind == "openai-responses":  # flat: the custom tool, its calls and their outputs
+        assert (patch_tool["type"], patch_tool["format"]["syntax"]) == ("custom", "lark")
+        items = bodies[-1]["input"]
+        calls = [i for i in items if i.get("type") == "custom_tool_call"]
+        assert calls[0] == {"type": "custom_tool_call", "call_id": calls[0]["call_id"],
+                            "name": "apply_patch", "input": GOOD_PATCH}  # fmt: skip
+        outputs = [i["call_id"] for i in items if i.get("type") == "custom_tool_call_output"]
+        assert len(calls) == 3 and outputs == [c["call_id"] for c in calls]
+        return
     history = [c for m in bodies[-1]["messages"] for c in m.get("tool_calls") or []]
     patch_calls = [c for c in history if "apply_patch" in str(c)]
     if shape == "openai_apply_patch":

@@ -48,6 +48,17 @@ def test_provider_add_show_rm(sd_home: Path) -> None:
     assert bad.code == 2 and len(bad.stderr.strip().splitlines()) == 1
 
 
+def test_provider_add_takes_the_responses_kind(sd_home: Path) -> None:
+    args = ("--base-url", "https://api.openai.com/v1", "--model", "gpt-5.4")
+    add = run_cli(sd_home, "provider", "add", "resp", "--kind", "openai-responses", *args)
+    assert add.code == 0, add.stderr
+    shown = json.loads(run_cli(sd_home, "provider", "show", "resp").stdout)
+    assert (shown["kind"], shown["tool_search"]) == ("openai-responses", None)
+    assert "kind: openai-responses" in (sd_home / "providers" / "resp.yaml").read_text()
+    bad = run_cli(sd_home, "provider", "add", "resp2", "--kind", "openai-chat", *args)
+    assert bad.code == 2 and "--kind" in bad.stderr and "Traceback" not in bad.stderr
+
+
 def test_key_store_permissions_and_status(sd_home: Path) -> None:
     key = "sk-status-0123456789abcdefghij"
     res = _key_set(sd_home, "deepseek", key)

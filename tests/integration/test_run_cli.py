@@ -32,12 +32,12 @@ READ_AND_ANSWER = {
 }
 
 
-@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+@pytest.mark.parametrize("kind", ["openai", "anthropic", "openai-responses"])
 def test_run_reads_writes_and_answers(
     store: Store, sd_home: Path, workdir: Path, fake_llm, kind: str
 ) -> None:
     fake_llm.set_script(READ_AND_ANSWER)
-    base = fake_llm.openai_base_url if kind == "openai" else fake_llm.anthropic_base_url
+    base = fake_llm.anthropic_base_url if kind == "anthropic" else fake_llm.openai_base_url
     write_provider(sd_home, "fake", base, kind=kind)
     res = run_cli(
         sd_home,

@@ -120,21 +120,24 @@ async def test_missed_cron_ticks_fire_once_not_one_by_one() -> None:
     assert timers == ["cron:100.0", "cron:101.0"]
 
 
-async def test_a_wait_records_the_clock_in_its_own_steps(
+async def test_a_wait_takes_no_step_but_its_receive(
     store: Store, swarm: Swarm, fake_llm, workdir: Path
 ) -> None:
-    """wait(s) is two engine steps around its sleep: the first sets `waiting`, looks at
-    the inbox and fixes the deadline; the one after the sleep looks again and sets
-    `running` (format 1 looked once more just before the sleep). No step of its own for the clock or a status (each
-    costs the store two transactions, per session, per wait), and its result is journaled
-    in the transcript alone, like any tool call's."""
+    """wait(s) is its receive alone (format 4): its deadline counts from when the turn that
+    asked for it was journaled (a replay reads the same time back), its `waiting` status is
+    stored with that turn and its `running` with its result. Its look at the inbox is taken
+    only when the doorbell rings early (formats 2-3 took one before the sleep and one after,
+    each a step, and two status writes). No step of its own for the clock or a status, and
+    its result is journaled in the transcript alone, like any tool call's."""
     fake_llm.set_script(
         Scripted({"napper": Agent([calls(call("wait", seconds=2, reason="nap")), text("up")])})
     )
     session = await swarm.start("napper", "fake", workdir=workdir)
+    catalog = swarm.host.catalog
+    await await_for(status_is(catalog, session.id, "waiting"))
     assert (await session.result(timeout=30)).text == "up"
     table = "dbos.operation_outputs" if store.is_postgres else "operation_outputs"
-    with swarm.host.catalog.engine.connect() as conn:
+    with catalog.engine.connect() as conn:
         rows = conn.execute(
             sa.text(
                 f"SELECT function_name, output FROM {table} "
@@ -143,11 +146,16 @@ async def test_a_wait_records_the_clock_in_its_own_steps(
             {"wf": session.id},
         ).all()
     names = [r.function_name for r in rows]
-    # Its start (status, inbox, clock), the receive and its sleep, the look that ends it
-    # (inbox, clock, status).
-    assert names == ["waiting_at", "DBOS.recv", "DBOS.sleep", "mail_at"], names
-    waited = swarm.host.catalog.events(session.id, kinds=["tool_result"])[0]
+    # The receive and the sleep the engine records with it (the timeout's end).
+    assert names == ["DBOS.recv", "DBOS.sleep"], names
+    asked = catalog.events(session.id, kinds=["assistant"])[0]
+    # The deadline the engine recorded: the turn's time + 2 s. (It adds the timeout to its
+    # own clock reading, a moment after ours, and keeps milliseconds, truncated.)
+    recorded = float(rows[1].output)
+    assert -0.002 <= recorded - (asked.ts + 2) < 0.25, (recorded, asked.ts)
+    waited = catalog.events(session.id, kinds=["tool_result"])[0]
     assert waited.payload["content"] == "waited 2 seconds (nap)"
+    assert waited.ts >= asked.ts + 2
 
 
 WAITERS = 20

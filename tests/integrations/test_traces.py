@@ -16,6 +16,7 @@ from swarmdeck.integrations.telemetry.tracing import OtelTracing
 from swarmdeck.runtime.host import Host, SessionRequest, default_tools
 from swarmdeck.secrets.store import CredentialStore
 from swarmdeck.testing.script import FakeRequest, Reply
+from swarmdeck.testing.tool_search import searching
 from tests.conftest import write_provider
 from tests.integration.context_support import TASK, CronReader, data_file_text
 from tests.integration.test_sessions_support import (
@@ -79,7 +80,7 @@ def script() -> Scripted:
 
 async def run_tree(swarm: Swarm, fake_llm, workdir: Path) -> str:
     (workdir / "notes.txt").write_text(f"token={KEY}\n")
-    fake_llm.set_script(script())
+    fake_llm.set_script(searching(script()))
     session = await swarm.start(
         "coordinate the work",
         # Every schema, so that its prompt passes the cache's 1,024-token minimum at once.
@@ -189,7 +190,7 @@ async def test_compactions_have_chat_spans_and_the_trace_sums_to_the_usage(
     )  # fmt: skip
     fake_llm.context_tokens = 8000
     (workdir / "data.txt").write_text(data_file_text() * 2)
-    fake_llm.set_script(CronReader(25))
+    fake_llm.set_script(searching(CronReader(25)))
     host = Host(tools=default_tools())
     exporter = InMemorySpanExporter()
     provider = TracerProvider()

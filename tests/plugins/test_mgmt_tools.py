@@ -19,6 +19,7 @@ from dbos import DBOS
 from swarmdeck import AgentSpec, Swarm
 from swarmdeck.catalog import schema
 from swarmdeck.runtime.engine import workflow_id
+from swarmdeck.runtime.events import HISTORY_DROP_WINDOW
 from swarmdeck.runtime.mgmt_ops import RuntimeMgmtOps
 from swarmdeck.tools.base import ToolContext, ToolOutcome
 from swarmdeck.tools.builtins.mgmt import MGMT_TOOLS
@@ -254,5 +255,10 @@ async def test_a_system_agents_rollover_keeps_a_bounded_step_log(
     await session.cancel()
     current = catalog.get_session(session.id).generation
     kept = [g for g in range(current + 1) if await exists(workflow_id(session.id, g))]
-    # Each rollover dropped the generations before the one ending: two at most remain.
-    assert kept and kept[0] >= current - 2 and len(kept) <= 3, kept
+    # Each rollover dropped the generations before it that had ended: the last two remain,
+    # and at most one more, a generation whose workflow had not yet recorded its return
+    # when the next two rolled over (seen once on a loaded CI machine); the drop looks
+    # HISTORY_DROP_WINDOW generations back, so a later rollover takes it.
+    assert kept and kept[-1] == current, kept
+    stragglers = [g for g in kept if g < current - 1]
+    assert len(stragglers) <= 1 and all(g >= current - HISTORY_DROP_WINDOW for g in kept), kept

@@ -228,7 +228,9 @@ def test_a_wall_timeout_stops_the_runner_and_keeps_what_it_said(
     said = {"text": "PARTIAL-WORK so far", "tool_calls": [kind.shell_call("ls")]}
     with _fake([said, {**_answer("explore"), "delay": 60.0}]) as fake:
         _provider(sd_home, fake, kind)
-        code, _, verdict, err = _dispatch(sd_home, workdir, "explore", "--timeout", "8")
+        # Room for OpenCode's start and first response on a loaded 2-core machine (it took
+        # over 8 s there twice); the second response never comes before the timeout.
+        code, _, verdict, err = _dispatch(sd_home, workdir, "explore", "--timeout", "15")
     assert (verdict["verdict"], verdict["timed_out"]) == ("error", True), err
     assert code != 0
     # The runner is gone, and what it said before the timeout is in the transcript.
@@ -266,6 +268,24 @@ def test_a_runner_on_a_store_workspace_delivers_its_branch(
     assert shown.stdout == "made\n"
 
 
+def test_max_turns_stops_the_runner_at_the_cap(
+    sd_home: Path, workdir: Path, with_runner: Callable[[str], Path]
+) -> None:
+    with_runner("opencode")
+    kind = KINDS[0]
+    looping = {"text": "STILL-LOOKING", "tool_calls": [kind.shell_call("ls")]}
+    with _fake([looping, looping, looping, looping, _answer("explore")]) as fake:
+        _provider(sd_home, fake, kind)
+        code, _, verdict, err = _dispatch(sd_home, workdir, "explore", "--max-turns", "2")
+        asked = [r for r in fake.requests if (r.body or {}).get("tools")]
+    # As the built-in loop: two responses, the second still calling tools, then stopped.
+    assert (verdict["verdict"], verdict["reason"]) == ("step_capped_partial", "step_cap"), err
+    assert verdict["step_cap"] == 2 and len(asked) == 2 and code != 0
+    assert processes_under(sd_home) == []
+    catalog = Catalog.open(load_settings().store_url)
+    assert len(catalog.events(verdict["session_id"], kinds=["assistant"])) == 2
+
+
 def test_a_token_budget_stops_the_runner_when_spent(
     sd_home: Path, workdir: Path, with_runner: Callable[[str], Path]
 ) -> None:
@@ -286,3 +306,21 @@ def test_a_token_budget_stops_the_runner_when_spent(
     catalog = Catalog.open(load_settings().store_url)
     record = catalog.get_session(verdict["session_id"])
     assert record.status == "budget_exceeded" and record.final_text == "WORKED-SO-FAR"
+
+
+def test_codex_runs_on_a_responses_provider(
+    sd_home: Path, workdir: Path, with_runner: Callable[[str], Path]
+) -> None:
+    with_runner("codex")
+    codex = KINDS[2]
+    with _fake([_answer("explore")]) as fake:
+        write_provider(
+            sd_home, "rp", fake.openai_base_url, kind="openai-responses", needs_key=True,
+            runner="codex", model=codex.model,
+        )  # fmt: skip
+        assert run_cli(sd_home, "key", "set", "rp", stdin_text=KEY + "\n").code == 0
+        code, _, verdict, err = _dispatch(sd_home, workdir, "explore")
+        assert (code, verdict["verdict"]) == (0, "completed"), err
+        assert verdict["result"] == RESULT_EXAMPLES["explore"][0]
+        assert {r.path for r in fake.requests} == {"/v1/responses"}
+        assert all(_key_seen(r) for r in fake.requests)

@@ -13,8 +13,10 @@ import pytest
 
 from swarmdeck import AgentSpec, Swarm
 from swarmdeck.dispatch.modes import RESULT_EXAMPLES
+from swarmdeck.testing import responses_wire
 from swarmdeck.testing.fake_llm import FakeLLM
 from swarmdeck.testing.script import FakeRequest, Reply, ReplyToolCall
+from swarmdeck.testing.tool_search import searching
 from tests.conftest import write_provider
 
 PLAN = {"members": [{"role": f"m{i}", "task": f"MEMBER-{i}: look", "mode": mode}
@@ -61,20 +63,23 @@ def first_requests(fake: FakeLLM, marker: str) -> dict[str, tuple[str, dict[str,
         if r.method != "POST" or not isinstance(r.body, dict):
             continue
         api = "anthropic" if r.path.endswith("/messages") else "openai"
-        req = FakeRequest.from_body(api, r.body)
+        # A Responses request as the fake reads it: instructions the first message.
+        responses = r.path.endswith("/responses")
+        req = responses_wire.validate(r.body, frozenset()) if responses else (
+            FakeRequest.from_body(api, r.body))  # fmt: skip
         task = req.task.split("## Your task\n\n")[-1]
         if marker in task and req.turn == 0:
-            found.setdefault(task, (api, r.body))
+            found.setdefault(task, (api, dict(req.body)))
     return found
 
 
-@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+@pytest.mark.parametrize("kind", ["openai", "anthropic", "openai-responses"])
 async def test_a_swarm_and_a_fan_out_share_one_prefix(
     kind: str, sd_home: Path, workdir: Path, fake_llm: FakeLLM
 ) -> None:
-    url = fake_llm.openai_base_url if kind == "openai" else fake_llm.anthropic_base_url
+    url = fake_llm.anthropic_base_url if kind == "anthropic" else fake_llm.openai_base_url
     write_provider(sd_home, "fake", url, kind=kind)
-    fake_llm.set_script(answer)
+    fake_llm.set_script(searching(answer))
     async with Swarm() as sdk:
         doc = await sdk.coordinate("Find what main returns.", workdir=workdir, model="fake")
         parent = await sdk.start("FAN out", AgentSpec("fake", mode="explore"), workdir=workdir)
@@ -100,7 +105,7 @@ async def test_a_swarm_and_a_fan_out_share_one_prefix(
 async def test_the_prefix_can_be_turned_off(sd_home: Path, workdir: Path, fake_llm) -> None:
     (sd_home / "settings.yaml").write_text("tools:\n  shared_prefix: false\n")
     write_provider(sd_home, "fake", fake_llm.openai_base_url)
-    fake_llm.set_script(answer)
+    fake_llm.set_script(searching(answer))
     async with Swarm() as sdk:
         doc = await sdk.coordinate("Find what main returns.", workdir=workdir, model="fake")
     assert doc["plan"]["error"] is None, doc  # the members ran (their results are not checked)

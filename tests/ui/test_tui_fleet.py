@@ -7,15 +7,24 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from textual.widgets import Tree
+from textual.widgets.tree import TreeNode
+
 from swarmdeck.catalog.catalog import Catalog
 from swarmdeck.catalog.workers import WorkerRegistry
 from swarmdeck.ui.fleet_screen import FleetScreen
+from swarmdeck.views.fleet_status import held_sessions
 from tests.conftest import Store
 from tests.ui.pilot_support import Tui, deck, screen_text, until
 from tests.ui.seed import DEAD_WORKER, seed_fleet
 
 # The seeded coordinator runs on this executor; a second host's worker holds nothing.
 LIVE = {"host-b-7-live00": "host-b", "host-c-9-live01": "host-c"}
+
+
+def host_node(tree: Tree[str], hostname: str) -> TreeNode[str]:
+    """The tree's node for one host."""
+    return next(n for n in tree.root.children if n.data == f"host:{hostname}")
 
 
 def register_live(catalog: Catalog) -> list[WorkerRegistry]:
@@ -61,11 +70,18 @@ async def test_the_fleet_view_lists_hosts_workers_and_the_sessions_they_hold(
         # The worker whose lease lapsed long ago runs nothing: it is not in the view.
         assert DEAD_WORKER not in text and "host-a" not in text
         # A host folded stays folded when the view reads the fleet again.
-        tree = app.screen.query_one("#fleet-tree")
+        tree = app.screen.query_one("#fleet-tree", Tree)
         tree.cursor_line = 0
         await pilot.press("space")
         folded_at = time.monotonic()
         await until(pilot, "a refresh", lambda: time.monotonic() - folded_at > 1.5)
         assert s.coordinator not in screen_text(app) and "host-b" in screen_text(app)
+        # A refresh that lands before the fold's message reached the screen keeps it too.
+        screen = app.screen
+        assert isinstance(screen, FleetScreen) and screen.summary is not None
+        held = held_sessions(catalog, screen.summary)
+        host_node(tree, "host-c").collapse()
+        screen.show(screen.summary, held)
+        assert not host_node(tree, "host-c").is_expanded
         await pilot.press("escape")
         await until(pilot, "the sessions", lambda: not isinstance(app.screen, FleetScreen))

@@ -9,7 +9,17 @@ import pytest
 from swarmdeck.errors import ConfigError, UnknownProviderError
 from swarmdeck.models.registry import ProviderConfig, ProviderRegistry
 
-PACKAGED = {"openai", "anthropic", "deepseek", "kimi", "glm", "ollama", "vllm", "demo"}
+PACKAGED = {
+    "openai",
+    "openai-responses",
+    "anthropic",
+    "deepseek",
+    "kimi",
+    "glm",
+    "ollama",
+    "vllm",
+    "demo",
+}
 
 
 def test_packaged_providers_load_with_their_quirks(tmp_path: Path) -> None:

@@ -110,3 +110,23 @@ def test_the_fake_prompt_cache_is_shared_per_api_key() -> None:
     assert cache.serve("openai", first, "key-a").read == 0
     assert cache.serve("openai", sibling, "key-a").read > 0
     assert cache.serve("openai", sibling, "key-b").read == 0
+
+
+def test_with_the_vendors_search_the_rest_is_deferred_not_loaded() -> None:
+    tools = [tool(n) for n in ("read_file", "list_dir", "glob", "shell")]
+    core = frozenset({"read_file", "shell"})
+    offer = split_offer(tools, core, ["glob"], LOAD_TOOLS_TOOL, search="bm25")
+    # No load_tools (the vendor expands what its search found); what a skill loaded is shown.
+    assert [t.name for t in offer.shown] == ["read_file", "shell", "glob"]
+    specs = offer.specs()
+    assert [(s.name, s.deferred) for s in specs] == [
+        ("read_file", False),
+        ("shell", False),
+        ("glob", False),
+        ("list_dir", True),
+    ]
+    assert offer.indexed == split_offer(tools, core, [], None, search="bm25").indexed
+    assert offer.index().startswith("Tools to find with your tool search first")
+    ours = split_offer(tools, core, ["glob"], LOAD_TOOLS_TOOL)
+    assert not any(s.deferred for s in ours.specs())
+    assert ours.index().startswith("Tools to load_tools(names=[...]) first:")

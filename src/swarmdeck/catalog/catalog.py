@@ -11,6 +11,7 @@ from swarmdeck.catalog import migrations
 from swarmdeck.catalog.access import Redact, WriteWouldWait, identity
 from swarmdeck.catalog.artifacts import ArtifactTables
 from swarmdeck.catalog.db import create_db_engine, is_store_failure, store_error
+from swarmdeck.catalog.direct import MAIL_CHANNEL
 from swarmdeck.catalog.handovers import HANDOVER_CHANNEL, HandoverTables
 from swarmdeck.catalog.runs import RunTables
 from swarmdeck.catalog.sessions import SessionTables
@@ -19,7 +20,7 @@ from swarmdeck.catalog.workspaces import WorkspaceTables
 
 # Callers that write without waiting, and workers that listen for hand-overs, import these
 # from here as they did before the catalog was split.
-__all__ = ["HANDOVER_CHANNEL", "Catalog", "WriteWouldWait"]
+__all__ = ["HANDOVER_CHANNEL", "MAIL_CHANNEL", "Catalog", "WriteWouldWait"]
 
 
 class Catalog(

@@ -25,6 +25,8 @@ from swarmdeck.errors import NotFoundError
 
 # The PostgreSQL channel a session handed to the fleet is announced on (both paths).
 HANDOVER_CHANNEL = "swarmdeck_handover"
+# Told of each message a worker must ring a session for (PostgreSQL; see InboxTables._post).
+MAIL_CHANNEL = "swarmdeck_mail"
 _WORKER_COLUMNS = (
     "executor_id, hostname, pid, pid_start, started_at, heartbeat_at, stopped, "
     "recovered_by, recovered_at, role, sandbox, sandbox_reason"

@@ -32,12 +32,16 @@ class EventTables(StoreAccess):
         usage_row: dict[str, Any] | None = None,
         *,
         wait: bool = True,
+        ts: float | None = None,
+        status: str | None = None,
     ) -> bool:
         """Append a transcript entry once per key; False when that key was already stored.
 
-        A turn's usage row, when given, is written in the same transaction. With `wait`
-        False on SQLite, raises WriteWouldWait (having written nothing) instead of waiting
-        for another writer: the caller may then retry where waiting is harmless.
+        A turn's usage row, when given, is written in the same transaction, and so is the
+        live session's new `status`: a status change that goes with an entry costs no
+        commit of its own. The entry is stamped `ts` (now, when None). With `wait` False
+        on SQLite, raises WriteWouldWait (having written nothing) instead of waiting for
+        another writer: the caller may then retry where waiting is harmless.
         """
         text = self._json(payload)
         params = {"b_session": session_id, "b_key": key, "b_kind": kind, "b_payload": text}
@@ -57,7 +61,10 @@ class EventTables(StoreAccess):
                             statements.INSERT_USAGE,
                             {"session_id": session_id, "ts": time.time(), **usage_row},
                         )
-                    self._insert_event(conn, {**params, "b_ts": time.time()})
+                    self._insert_event(conn, {**params, "b_ts": time.time() if ts is None else ts})
+                    if status is not None:
+                        moved = self._status_params(session_id, status, None)
+                        conn.execute(statements.SET_LIVE_STATUS, moved)
                 return True
             except IntegrityError:
                 if self.has_event(session_id, key):
@@ -98,22 +105,23 @@ class EventTables(StoreAccess):
         return found is not None
 
     def news(
-        self, session_id: str, after_id: int, inbox_kinds: Iterable[str], claim: str
+        self, session_id: str, after_id: int, inbox_kinds: Iterable[str] | None, claim: str
     ) -> tuple[list[EventRecord], bool]:
         """What changed for a running session, in one round trip: its transcript entries
-        after a cursor, and whether messages of these kinds wait in its inbox (or were
-        taken under `claim` by a consumer that crashed before recording them)."""
-        with self._reads.connect() as conn:
-            rows = conn.execute(
-                statements.EVENTS_AFTER, {"b_session": session_id, "b_after": after_id}
-            )
-            events = [EventRecord.from_row(r) for r in rows]
+        after a cursor, and whether messages of these kinds (None: of any) wait in its inbox
+        (or were taken under `claim` by a consumer that crashed before recording them)."""
+        params = {"b_session": session_id, "b_after": after_id, "b_claim": claim}
+        if inbox_kinds is None:
+            statement = statements.news_of_kinds(None)
+        else:
             kinds = list(inbox_kinds)
-            mail = conn.execute(
-                statements.pending_of_kinds(len(kinds)),
-                {"b_session": session_id, "b_claim": claim, **statements.kind_params(kinds)},
-            ).first()
-        return events, mail is not None
+            statement = statements.news_of_kinds(len(kinds))
+            params.update(statements.kind_params(kinds))
+        with self._reads.connect() as conn:
+            rows = conn.execute(statement, params).all()
+        # No new event: the one row holds only b_mail (the events' columns are null).
+        events = [_event_of(r._mapping) for r in rows if r.id is not None]
+        return events, bool(rows[0].b_mail)
 
     def events(
         self,
@@ -158,3 +166,11 @@ class EventTables(StoreAccess):
             return True
         except IntegrityError:
             return False
+
+
+def _event_of(mapping: Any) -> EventRecord:
+    """An event of a row that carries other columns beside the event's own."""
+    return EventRecord.from_mapping({k: mapping[k] for k in _EVENT_COLUMNS})
+
+
+_EVENT_COLUMNS = [c.name for c in schema.events.c]

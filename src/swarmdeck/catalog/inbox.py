@@ -13,7 +13,11 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from swarmdeck.catalog import schema, statements
 from swarmdeck.catalog.access import StoreAccess, refuse_secret_id
+from swarmdeck.catalog.direct import MAIL_CHANNEL
 from swarmdeck.catalog.records import InboxItem, InboxPost
+
+# Messages from someone (a person, a sub-agent's answer): a worker rings their session.
+RINGING_KINDS = ("user", "answer")
 
 
 class InboxTables(StoreAccess):
@@ -41,7 +45,12 @@ class InboxTables(StoreAccess):
             .on_conflict_do_nothing(index_elements=["session_id", "msg_id"])
             .returning(schema.inbox.c.id)
         )
-        return conn.execute(statement).first() is not None
+        fresh = conn.execute(statement).first() is not None
+        if fresh and not self.is_sqlite and post.kind in RINGING_KINDS:
+            # The workers hear of it at commit, instead of each polling the inbox 20 times
+            # a second (10 % of an idle worker's CPU went into those polls).
+            conn.exec_driver_sql(f"NOTIFY {MAIL_CHANNEL}")
+        return fresh
 
     def drain(
         self,
@@ -100,7 +109,7 @@ class InboxTables(StoreAccess):
                 .where(
                     inbox.c.id > after_id,
                     inbox.c.consumed_by.is_(None),
-                    inbox.c.kind.in_(["user", "answer"]),
+                    inbox.c.kind.in_(RINGING_KINDS),
                     sessions.c.executor == executor,
                 )
             ).all()

@@ -1,11 +1,11 @@
-"""PostgreSQL LISTEN on one channel in a thread: how a worker hears of a session handed to
-the fleet at once instead of at its next poll."""
+"""PostgreSQL LISTEN on a few channels in a thread: how a worker hears of a session handed
+to the fleet, or of a message for one of its sessions, at once instead of at its next poll."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 log = logging.getLogger(__name__)
 
@@ -14,9 +14,11 @@ RECONNECT_SECONDS = 1.0
 TICK_SECONDS = 0.5
 
 
-def listen(store_url: str, channel: str, on_notify: Callable[[], None]) -> threading.Event:
-    """Call `on_notify` (in a daemon thread) on each NOTIFY on `channel`; set the returned
-    event to stop. A lost connection is made again; meanwhile the caller's polls cover."""
+def listen(store_url: str, channels: Mapping[str, Callable[[], None]]) -> threading.Event:
+    """Call each channel's callback (in a daemon thread) on each NOTIFY on it; set the
+    returned event to stop. A lost connection is made again; meanwhile the caller's polls
+    cover. Every callback is called once as it starts listening: what was announced before
+    went unheard."""
     import psycopg
 
     stop = threading.Event()
@@ -25,14 +27,16 @@ def listen(store_url: str, channel: str, on_notify: Callable[[], None]) -> threa
         while not stop.is_set():
             try:
                 with psycopg.connect(store_url, autocommit=True, connect_timeout=10) as conn:
-                    conn.execute(f"LISTEN {channel}")
-                    on_notify()  # whatever was announced before we listened
+                    for channel in channels:
+                        conn.execute(f"LISTEN {channel}")
+                    for on_notify in channels.values():
+                        on_notify()
                     while not stop.is_set():
-                        for _ in conn.notifies(timeout=TICK_SECONDS):
-                            on_notify()
+                        for note in conn.notifies(timeout=TICK_SECONDS):
+                            channels[note.channel]()
             except Exception as exc:  # the server went away: listen again shortly
-                log.info("LISTEN %s: %s; listening again", channel, exc)
+                log.info("LISTEN %s: %s; listening again", ", ".join(channels), exc)
                 stop.wait(RECONNECT_SECONDS)
 
-    threading.Thread(target=run, name=f"sd-listen-{channel}", daemon=True).start()
+    threading.Thread(target=run, name="sd-listen", daemon=True).start()
     return stop

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
@@ -23,16 +24,58 @@ class RunTables(StoreAccess):
         executor under a new epoch (see fence), marked running unless it has ended, with
         the number of model turns in its transcript. One transaction."""
         with self.engine.begin() as conn:
-            row = conn.execute(
-                statements.OPEN_RUN,
-                {"b_session": session_id, "b_executor": executor, "b_ts": time.time()},
-            ).first()
-            if row is None:
-                raise no_session(session_id)
-            turns = conn.execute(
-                statements.COUNT_OF_KIND, {"b_session": session_id, "b_kind": "assistant"}
-            ).scalar_one()
-        return SessionRecord.from_row(row), turns
+            return self._open_run(conn, session_id, executor)
+
+    def _open_run(
+        self, conn: sa.Connection, session_id: str, executor: str
+    ) -> tuple[SessionRecord, int]:
+        row = conn.execute(
+            statements.OPEN_RUN,
+            {"b_session": session_id, "b_executor": executor, "b_ts": time.time()},
+        ).first()
+        if row is None:
+            raise no_session(session_id)
+        columns = dict(row._mapping)
+        turns = int(columns.pop("turns_done"))
+        return SessionRecord.from_mapping(columns), turns
+
+    def run_start(
+        self, session_id: str, generation: int
+    ) -> tuple[SessionRecord, dict[str, Any] | None]:
+        """The session, and what this generation stored at its start (None: not yet), in
+        one read."""
+        params = {"b_session": session_id, "b_generation": generation}
+        with self._reads.connect() as conn:
+            row = conn.execute(statements.SESSION_WITH_START, params).first()
+        if row is None:
+            raise no_session(session_id)
+        columns = dict(row._mapping)
+        start = columns.pop("generation_start")
+        return SessionRecord.from_mapping(columns), json.loads(start) if start else None
+
+    def open_run_keeping(
+        self,
+        session_id: str,
+        executor: str,
+        generation: int,
+        start: dict[str, Any],
+        holds: Callable[[SessionRecord, int], bool],
+    ) -> tuple[SessionRecord, int, dict[str, Any] | None] | None:
+        """open_run, and in the same transaction keep_generation_start's write of `start`
+        (made before the claim) when `holds(record, turns)` says it still describes the
+        session as claimed: one commit for both. Returns the session, its turns and the
+        start as stored (None: not kept, only the claim was). None when another execution
+        stored this generation's start first: then nothing was written."""
+        row = self._generation_row(session_id, generation, start)
+        try:
+            with self.engine.begin() as conn:
+                record, turns = self._open_run(conn, session_id, executor)
+                kept = holds(record, turns)
+                if kept:
+                    conn.execute(statements.INSERT_GENERATION, row)
+        except IntegrityError:
+            return None
+        return record, turns, json.loads(row["start"]) if kept else None
 
     def claim_run(self, session_id: str, executor: str) -> tuple[int, str | None]:
         """Claim the session for a new execution of its workflow (a rerun: see open_run);
@@ -72,17 +115,23 @@ class RunTables(StoreAccess):
             ).scalar()
         return json.loads(text) if text is not None else None
 
-    def keep_generation_start(
+    def _generation_row(
         self, session_id: str, generation: int, start: dict[str, Any]
     ) -> dict[str, Any]:
-        """Store what the generation found at its start, once; returns the stored one (when
-        another process stored it first, its is the one that counts)."""
-        row = {
+        """The sd_generations row that stores a generation's start."""
+        return {
             "session_id": session_id,
             "generation": generation,
             "start": self._json(start),
             "started_at": time.time(),
         }
+
+    def keep_generation_start(
+        self, session_id: str, generation: int, start: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Store what the generation found at its start, once; returns the stored one (when
+        another process stored it first, its is the one that counts)."""
+        row = self._generation_row(session_id, generation, start)
         try:
             with self.engine.begin() as conn:
                 conn.execute(statements.INSERT_GENERATION, row)

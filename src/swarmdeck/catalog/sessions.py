@@ -18,6 +18,9 @@ from swarmdeck.catalog.records import TERMINAL_STATUSES, InboxPost, SessionRecor
 from swarmdeck.catalog.workspaces import delete_refs_of
 from swarmdeck.errors import NotFoundError
 
+# Tries of a session's end that lost the race for its transcript's next seq.
+END_ATTEMPTS = 3
+
 
 class SessionTables(InboxTables, EventTables):
     """Sessions (sd_sessions), their ends and their trees. Ending one writes its status
@@ -213,18 +216,23 @@ class SessionTables(InboxTables, EventTables):
             "b_payload": self._json(entry),
             "b_ts": time.time(),
         }
-        try:
-            with self.engine.begin() as conn:
-                lock_session(conn, session_id)
-                self._insert_event(conn, event)
-                conn.execute(self._update(session_id, fields))
-                if notice is not None:
-                    self._post(conn, notice)
-        except IntegrityError:
-            if self.has_event(session_id, key):
-                return False
-            raise  # another constraint refused the end: the caller must know
-        return True
+        # A writer's first try takes no lock (append_event), so this end can lose the race
+        # for the next seq even holding the lock: it is tried again, as append_event is.
+        for attempt in range(END_ATTEMPTS):
+            try:
+                with self.engine.begin() as conn:
+                    lock_session(conn, session_id)
+                    self._insert_event(conn, event)
+                    conn.execute(self._update(session_id, fields))
+                    if notice is not None:
+                        self._post(conn, notice)
+                return True
+            except IntegrityError:
+                if self.has_event(session_id, key):
+                    return False
+                if attempt == END_ATTEMPTS - 1:
+                    raise  # another constraint refused the end: the caller must know
+        return False
 
     def set_status(self, session_id: str, status: str, *, error: str | None = None) -> None:
         """Move a live session to a new status. An ended session keeps its end: a step of a

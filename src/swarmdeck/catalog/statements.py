@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -45,8 +46,19 @@ GENERATION_START = sa.select(schema.generations.c.start).where(
     schema.generations.c.generation == sa.bindparam("b_generation"),
 )
 
-COUNT_OF_KIND = sa.select(sa.func.count()).where(
-    _events.c.session_id == _session, _events.c.kind == sa.bindparam("b_kind")
+# The session, with what its generation b_generation stored at its start (null: nothing).
+SESSION_WITH_START = (
+    sa.select(_sessions, schema.generations.c.start.label("generation_start"))
+    .select_from(
+        _sessions.outerjoin(
+            schema.generations,
+            sa.and_(
+                schema.generations.c.session_id == _sessions.c.id,
+                schema.generations.c.generation == sa.bindparam("b_generation"),
+            ),
+        )
+    )
+    .where(_sessions.c.id == _session)
 )
 
 _event_values = {
@@ -97,9 +109,18 @@ CLAIM_RUN = (
     )
 )
 
+# The model turns in a session's transcript.
+_TURNS_DONE = (
+    sa.select(sa.func.count())
+    .where(_events.c.session_id == _session, _events.c.kind == "assistant")
+    .scalar_subquery()
+    .label("turns_done")
+)
+
 # An execution of the session's workflow starts (see Catalog.open_run): claimed under a new
-# epoch, `running` unless it has ended; returns the row as it is now. One statement: a
-# status update, a claim and a read were three, at the start of every session.
+# epoch, `running` unless it has ended; returns the row as it is now, and `turns_done`. One
+# statement: a status update, a claim, a read and a count were four, at the start of every
+# session.
 OPEN_RUN = (
     _sessions.update()
     .where(_sessions.c.id == _session)
@@ -111,7 +132,7 @@ OPEN_RUN = (
         epoch=_sessions.c.epoch + 1,
         updated_at=sa.bindparam("b_ts", type_=sa.Float),
     )
-    .returning(*_sessions.c)
+    .returning(*_sessions.c, _TURNS_DONE)
 )
 
 INSERT_USAGE = schema.usage.insert()
@@ -166,3 +187,20 @@ def count_waiting_of_kinds(n: int) -> sa.Select[tuple[int]]:
 def kind_params(kinds: Sequence[str]) -> dict[str, str]:
     """The bound values of the statements of kinds."""
     return {f"b_kind{i}": kind for i, kind in enumerate(kinds)}
+
+
+@functools.cache
+def news_of_kinds(n: int | None) -> sa.Select[tuple[Any, ...]]:
+    """EVENTS_AFTER and pending_of_kinds(n) (PENDING_ANY when n is None) in one statement:
+    a row per new event, with `b_mail` (whether mail waits) on each; one row of nulls and
+    `b_mail` when no event is new. Two statements were two round trips (and two parses)
+    at every turn."""
+    one = sa.select(sa.literal(1).label("one")).subquery("one")
+    newer = sa.and_(_events.c.session_id == _session, _events.c.id > sa.bindparam("b_after"))
+    pending = PENDING_ANY if n is None else pending_of_kinds(n)
+    mail = pending.exists().label("b_mail")
+    return (
+        sa.select(mail, *_events.c)
+        .select_from(one.outerjoin(_events, newer))
+        .order_by(_events.c.seq)
+    )

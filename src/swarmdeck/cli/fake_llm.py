@@ -28,9 +28,10 @@ def fake_llm(
     the last scenario without one is the fallback) and `turns`, the answers in
     order. A turn has `text`, `tool_calls` ([{name, arguments}]), `reasoning`,
     `delay` (seconds before answering), `chunk_delay` (seconds between streamed
-    events), `usage` ({input, output...}) and `fault` ({status, retry_after,
-    times, body, cut_stream, malformed_arguments, ignore_stream, empty_stream,
-    omit_usage}). Unknown keys are refused.
+    events), `usage` ({input, output...}), `tool_search` (a query for Anthropic's
+    tool search: the deferred tools it finds come before the turn's calls) and
+    `fault` ({status, retry_after, times, body, cut_stream, malformed_arguments,
+    ignore_stream, empty_stream, omit_usage}). Unknown keys are refused.
 
     Beside `scenarios`, `context_tokens` gives the model a window: a prompt that,
     with its max_tokens, is over it is refused as `overflow` says: `vendor` (the

@@ -82,7 +82,13 @@ def add(
     key: Annotated[str, typer.Argument(help="Provider key (lowercase).")],
     base_url: Annotated[str, typer.Option(help="API endpoint, e.g. http://127.0.0.1:8000/v1")],
     model: Annotated[str, typer.Option(help="Default model name.")],
-    kind: Annotated[str, typer.Option(help="openai (compatible) or anthropic.")] = "openai",
+    kind: Annotated[
+        str,
+        typer.Option(
+            help="openai (Chat Completions, compatible servers), anthropic (Messages) "
+            "or openai-responses (OpenAI's Responses API)."
+        ),
+    ] = "openai",
     needs_key: Annotated[bool, typer.Option(help="Whether requests need an API key.")] = True,
     concurrency: Annotated[
         int,

@@ -92,7 +92,7 @@ def worker(
 async def _serve(
     host: Host, engine: Engine, warmup: ModelWarmup, console: Console, once: bool, max_s: float
 ) -> None:
-    from swarmdeck.catalog.catalog import HANDOVER_CHANNEL
+    from swarmdeck.catalog.catalog import HANDOVER_CHANNEL, MAIL_CHANNEL
     from swarmdeck.catalog.notify import listen
     from swarmdeck.runtime.duties import Duty, fleet_loop
     from swarmdeck.runtime.system_agents import keep_system_agents
@@ -117,13 +117,17 @@ async def _serve(
                 console.print(f"still busy after {max_s:g} s; exiting anyway")
             return
         notified = not host.settings.is_sqlite
-        duties, handover = fleet_loop(engine, console.print, notified)
+        duties, handover, mail = fleet_loop(engine, console.print, notified)
         duties.add(Duty("keep system agents", SYSTEM_AGENTS_SECONDS, keep_system))
         warmup.duty = duties.add(Duty("warm the model SDKs", WARMUP_POLL_SECONDS, warmup.poll))
         listener = None
         if notified:
             listener = listen(
-                host.settings.store_url, HANDOVER_CHANNEL, lambda: duties.wake(handover)
+                host.settings.store_url,
+                {
+                    HANDOVER_CHANNEL: lambda: duties.wake(handover),
+                    MAIL_CHANNEL: lambda: duties.wake(mail),
+                },
             )
         try:
             await duties.serve(stop)

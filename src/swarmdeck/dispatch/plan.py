@@ -244,11 +244,11 @@ def choose_runner(name: str, config: ProviderConfig, resume: SessionRecord | Non
     if adapter is None:
         known = ", ".join([BUILT_IN, *sorted(ADAPTERS)])
         raise UsageError(f"unknown runner {name!r}", f"use one of: {known}")
-    if adapter.wire != config.kind:
+    if config.kind not in adapter.kinds:
         raise UsageError(
             f"runner {name} speaks the {adapter.wire} API, and provider {config.key} is "
             f"{config.kind}",
-            f"pick a provider of kind {adapter.wire} for it",
+            f"pick a provider of kind {' or '.join(adapter.kinds)} for it",
         )
     return name
 

@@ -81,8 +81,12 @@ class VendorAdapter(Generic[Assembly]):
         on_notice: NoticeCallback | None = None,
     ) -> Completion:
         """Send the conversation, return the model's turn. Raises ProviderError."""
-        request = self.request_body(messages, tools)
-        turn = TurnCall(messages, tools, on_delta, on_chunk, on_notice)
+        return await self._turn(TurnCall(messages, tools, on_delta, on_chunk, on_notice))
+
+    async def _turn(self, turn: TurnCall) -> Completion:
+        """One model turn: a request through the retry loop (a wire format whose server
+        may pause a turn sends it back from here)."""
+        request = self.request_body(turn.messages, turn.tools)
         completion = await complete_with_retry(
             self.config, self.model_name, self._limiter, lambda: self._attempt(request, turn), turn
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anthropic
@@ -14,10 +14,17 @@ from swarmdeck.models.adapter import VendorAdapter
 from swarmdeck.models.adapter import field_of as _field
 from swarmdeck.models.edit_shapes import edit_shape, to_vendor
 from swarmdeck.models.retry import TurnCall
+from swarmdeck.models.tool_search import (
+    CACHE_POINT,
+    SERVER_BLOCKS,
+    answer_blocks,
+    as_dict,
+    json_input,
+    tools_block,
+    vendor_blocks,
+)
 from swarmdeck.models.types import Completion, Message, ToolCall, ToolSpec, Usage
 
-# A prompt-cache breakpoint: the prefix up to the block that carries it is cached.
-CACHE_POINT = {"type": "ephemeral"}
 # Anthropic's stop reasons in the neutral (Chat Completions) vocabulary.
 STOP_REASONS = {
     "end_turn": "stop",
@@ -25,6 +32,9 @@ STOP_REASONS = {
     "tool_use": "tool_calls",
     "max_tokens": "length",
 }
+# How many times one turn the server paused is sent back to go on (the SDKs' examples and
+# LangChain's middleware stop at 5 to 8).
+CONTINUATIONS_MAX = 5
 
 
 class AnthropicModel(VendorAdapter["_Assembly"]):
@@ -34,11 +44,33 @@ class AnthropicModel(VendorAdapter["_Assembly"]):
     client_class = anthropic.AsyncAnthropic
     unfinished = "no message_stop before the stream ended"
 
+    async def _turn(self, turn: TurnCall) -> Completion:
+        """One model turn. A turn the server paused (`pause_turn`: its own tool loop ran
+        long, a client tool not yet called) is sent back as it stands, with no message of
+        ours, and goes on where it stopped; the parts come back as one turn."""
+        completion = await super()._turn(turn)
+        for _ in range(CONTINUATIONS_MAX):
+            if completion.stop_reason != "pause_turn":
+                return completion
+            so_far = Message(
+                role="assistant",
+                content=completion.text,
+                tool_calls=tuple(completion.tool_calls),
+                blocks=completion.blocks,
+            )
+            going_on = replace(turn, messages=[*turn.messages, so_far], _prompt_tokens=None)
+            more = await super()._turn(going_on)
+            completion = _continued(completion, more)
+        if completion.stop_reason == "pause_turn":
+            raise errors.still_paused(self.config.key, CONTINUATIONS_MAX)
+        return completion
+
     def request_body(self, messages: list[Message], tools: list[ToolSpec]) -> dict[str, Any]:
-        """The JSON body of the request: system apart, tool results as user blocks, and
-        prompt-cache breakpoints on the tools, the system prompt and the last message (the
-        prompt only grows at its end between compactions, so each turn reads the prefix
-        the turn before wrote)."""
+        """The JSON body of the request: system apart, tool results as user blocks, deferred
+        tools for the vendor's tool search (models/tool_search.py), and prompt-cache
+        breakpoints on the tools, the system prompt and the last message (the prompt only
+        grows at its end between compactions, so each turn reads the prefix the turn
+        before wrote)."""
         body: dict[str, Any] = {
             "model": self.model_name,
             "max_tokens": self.config.output_tokens,
@@ -49,11 +81,7 @@ class AnthropicModel(VendorAdapter["_Assembly"]):
         if system:
             body["system"] = [{"type": "text", "text": system, "cache_control": dict(CACHE_POINT)}]
         if tools:
-            body["tools"] = [
-                {"name": t.name, "description": t.description, "input_schema": t.parameters}
-                for t in tools
-            ]
-            body["tools"][-1]["cache_control"] = dict(CACHE_POINT)
+            body["tools"] = tools_block(tools, self.config.vendor_tool_search)
         if body["messages"]:
             body["messages"][-1]["content"][-1]["cache_control"] = dict(CACHE_POINT)
         return to_vendor(edit_shape(self.config.kind, self.config.edit_tools), body)
@@ -92,6 +120,7 @@ class AnthropicModel(VendorAdapter["_Assembly"]):
                 id=str(_field(block, "id") or ""),
                 name=str(_field(block, "name") or ""),
                 parts=[part] if isinstance(part, str) and part else [],
+                start=as_dict(block) if kind in SERVER_BLOCKS else {},
             )
             if kind == "text" and part:
                 await turn.delta(part)
@@ -129,6 +158,8 @@ def _blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
         return "user", [block]
     if message.role == "user":
         return "user", [{"type": "text", "text": message.content}] if message.content else []
+    if message.blocks:
+        return "assistant", vendor_blocks(message)
     blocks: list[dict[str, Any]] = (
         [{"type": "text", "text": message.content}] if message.content else []
     )
@@ -156,6 +187,8 @@ class _Block:
     id: str = ""
     name: str = ""
     parts: list[str] = field(default_factory=list)
+    # A server block's start as the API sent it (a search result comes whole in it).
+    start: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -178,6 +211,7 @@ def _completion(acc: _Assembly, model_name: str) -> Completion:
         if b.type == "tool_use"
     ]
     thinking = "".join(part for b in ordered if b.type == "thinking" for part in b.parts)
+    kept = answer_blocks([(b.type, _vendor_block(b)) for b in ordered])
     return Completion(
         text="".join(part for b in ordered if b.type == "text" for part in b.parts),
         tool_calls=calls,
@@ -185,7 +219,48 @@ def _completion(acc: _Assembly, model_name: str) -> Completion:
         usage=acc.usage,
         stop_reason=STOP_REASONS.get(acc.stop or "", acc.stop or "stop"),
         model=acc.model or model_name,
+        blocks=kept,
     )
+
+
+def _continued(paused: Completion, more: Completion) -> Completion:
+    """A paused turn and what the server went on with, as the one turn they make: the
+    blocks of both in order (the next request sends them back as the vendor wrote them),
+    the counts of both calls."""
+    usage = Usage()
+    usage.add(paused.usage)
+    usage.add(more.usage)
+
+    def blocks_of(part: Completion) -> list[dict[str, Any]]:
+        if part.blocks:
+            return [dict(b) for b in part.blocks]
+        plain = Message(role="assistant", content=part.text, tool_calls=tuple(part.tool_calls))
+        return _blocks(plain)[1]
+
+    reasoning = "".join(r for r in (paused.reasoning, more.reasoning) if r)
+    costs = [c for c in (paused.cost_usd, more.cost_usd) if c is not None]
+    return Completion(
+        text=paused.text + more.text,
+        tool_calls=[*paused.tool_calls, *more.tool_calls],
+        reasoning=reasoning or None,
+        usage=usage,
+        stop_reason=more.stop_reason,
+        model=more.model or paused.model,
+        blocks=(*blocks_of(paused), *blocks_of(more)),
+        cost_usd=sum(costs) if costs else None,
+    )
+
+
+def _vendor_block(block: _Block) -> dict[str, Any]:
+    """One assembled block as the API would take it back."""
+    text = "".join(block.parts)
+    if block.type == "tool_use":
+        return {"type": "tool_use", "id": block.id, "name": block.name, "input": _tool_input(text)}
+    if block.type == "server_tool_use":
+        return {**block.start, "input": json_input(block.parts, block.start)}
+    if block.type in SERVER_BLOCKS:
+        return dict(block.start)
+    return {"type": block.type, "text": text}
 
 
 async def _add_event(acc: _Assembly, event: Any, turn: TurnCall) -> None:
@@ -200,6 +275,7 @@ async def _add_event(acc: _Assembly, event: Any, turn: TurnCall) -> None:
             type=block.type,
             id=getattr(block, "id", "") or "",
             name=getattr(block, "name", "") or "",
+            start=as_dict(block) if block.type in SERVER_BLOCKS else {},
         )
     elif kind == "content_block_delta":
         await _add_delta(acc.blocks.setdefault(event.index, _Block(type="text")), event.delta, turn)

@@ -9,7 +9,8 @@ A provider's `edit_tools` setting picks the shape (default per vendor):
 - `openai_apply_patch` (GPT-5-family models on an endpoint with custom tools, such as
   OpenAI's): apply_patch goes out as a custom (freeform) tool constrained by the patch
   format's grammar; the model's call carries the raw patch, which comes back to the runtime
-  as the JSON arguments `{"input": patch}` every other shape uses.
+  as the JSON arguments `{"input": patch}` every other shape uses. (The Responses API's
+  flat shape of it is models/responses_items.py's `custom_patch`.)
 - `plain` (every other endpoint): JSON function tools only, apply_patch taking the patch as
   a JSON string.
 
@@ -69,11 +70,12 @@ def to_vendor(shape: EditShape, body: dict[str, Any]) -> dict[str, Any]:
     if shape == "anthropic_text_editor":
         if TEXT_EDITOR not in {t.get("name") for t in tools}:
             return body
-        # The cache breakpoint stays on the last tool.
+        # The cache breakpoint stays on the last tool shown (deferred ones follow it).
         mark = next((t.pop("cache_control") for t in tools if "cache_control" in t), None)
         body["tools"] = [_anthropic_tool(t) for t in tools if t.get("name") != EDIT_FILE]
-        if mark is not None:
-            body["tools"][-1]["cache_control"] = mark
+        shown = [t for t in body["tools"] if not t.get("defer_loading")]
+        if mark is not None and shown:
+            shown[-1]["cache_control"] = mark
         return body
     body["tools"] = [t for t in tools if _name(t) != TEXT_EDITOR]
     if shape == "openai_apply_patch":
@@ -105,7 +107,8 @@ def _name(tool: dict[str, Any]) -> str:
 def _anthropic_tool(tool: dict[str, Any]) -> dict[str, Any]:
     if tool.get("name") != TEXT_EDITOR:
         return tool
-    return {"type": TEXT_EDITOR_TYPE, "name": TEXT_EDITOR}
+    deferred = {"defer_loading": True} if tool.get("defer_loading") else {}
+    return {"type": TEXT_EDITOR_TYPE, "name": TEXT_EDITOR, **deferred}
 
 
 def _custom_tool(tool: dict[str, Any]) -> dict[str, Any]:

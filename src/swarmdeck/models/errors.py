@@ -271,6 +271,17 @@ def incompatible(provider: str, detail: str) -> ProviderError:
     )
 
 
+def still_paused(provider: str, continuations: int) -> ProviderError:
+    """The server paused the model's turn (its own tool loop ran long) again and again."""
+    return ProviderError(
+        f"{provider}: the model's turn was still paused after {continuations} continuations",
+        "the server's own tools (its tool search) kept the turn going; not retried: run "
+        "the session again, or set `tool_search: off` in the provider file",
+        retryable=False,
+        kind=INCOMPATIBLE,
+    )
+
+
 def parse_retry_after(
     headers: Mapping[str, str] | None, now: Callable[[], float] = time.time
 ) -> float | None:

@@ -37,6 +37,12 @@ def prompt_tokens(messages: list[Message], tools: list[ToolSpec]) -> int:
     return estimate_tokens(_request_text(messages, tools))
 
 
+# The kinds whose vendor shows the model a deferred tool's name and description.
+DEFERRED_NAMES_SHOWN = frozenset({"openai-responses"})
+# How many of a namespace's tools its description names.
+NAMESPACE_NAMES = 3
+
+
 def _request_text(messages: list[Message], tools: list[ToolSpec]) -> str:
     """The text of a request that counts: messages, their calls and reasoning, tools."""
     parts: list[str] = []
@@ -44,14 +50,42 @@ def _request_text(messages: list[Message], tools: list[ToolSpec]) -> str:
         parts.append(message.content)
         parts.append(message.reasoning or "")
         parts.extend(call.name + call.arguments for call in message.tool_calls)
-    for tool in tools:
-        parts.append(tool_text(tool))
+    parts.append(tools_text(tools))
     return "".join(parts)
 
 
-def tool_text(tool: ToolSpec) -> str:
-    """A tool as the model reads it: name, description, schema."""
+def tools_text(tools: list[ToolSpec], kind: str = "") -> str:
+    """The tools as the model reads them on a provider of this kind; on OpenAI's Responses
+    API a group's deferred tools are one namespace, of which it reads the name and
+    description."""
+    text = "".join(tool_text(t, kind) for t in tools)
+    if kind not in DEFERRED_NAMES_SHOWN:
+        return text
+    groups: dict[str, list[str]] = {}
+    for tool in tools:
+        if tool.deferred and tool.group is not None:
+            groups.setdefault(tool.group, []).append(tool.name)
+    return text + "".join(g + namespace_description(g, names) for g, names in groups.items())
+
+
+def tool_text(tool: ToolSpec, kind: str = "") -> str:
+    """A tool as the model reads it on a provider of this kind: name, description, schema
+    (a deferred tool's schema is not in the prompt until the vendor's tool search finds
+    it; OpenAI's Responses API shows the name and description of one outside a namespace
+    meanwhile, Anthropic not even those)."""
+    if tool.deferred:
+        shown = kind in DEFERRED_NAMES_SHOWN and tool.group is None
+        return tool.name + tool.description if shown else ""
     return tool.name + tool.description + json.dumps(tool.parameters)
+
+
+def namespace_description(group: str, names: list[str]) -> str:
+    """What the model reads of a namespace of deferred tools (the Responses API's) until a
+    search loads them: the group and its first tools, as the index's line has them."""
+    more = ", …" if len(names) > NAMESPACE_NAMES else ""
+    first = ", ".join(names[:NAMESPACE_NAMES])
+    tools = f"{len(names)} tool{'' if len(names) == 1 else 's'}"
+    return f"The MCP server {group}'s {tools} ({first}{more}); search to load them."
 
 
 def completion_tokens(completion: Completion) -> int:
@@ -86,7 +120,7 @@ _encodings_lock = threading.Lock()
 def encoding_for(kind: str, model_name: str) -> Any | None:
     """The tiktoken encoding of an OpenAI model (None for other vendors' models, for an
     unknown model, or when tiktoken cannot be loaded here)."""
-    if kind != "openai":
+    if kind not in ("openai", "openai-responses"):
         return None
     try:
         import tiktoken

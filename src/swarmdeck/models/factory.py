@@ -20,7 +20,9 @@ def preload_adapters(configs: list[ProviderConfig]) -> None:
     load_prices()
     if "anthropic" in kinds:
         import swarmdeck.models.anthropic
-    if kinds - {"anthropic"}:
+    if "openai-responses" in kinds:
+        import swarmdeck.models.openai_responses
+    if kinds - {"anthropic", "openai-responses"}:
         import swarmdeck.models.openai_compat  # noqa: F401
 
 
@@ -44,6 +46,10 @@ def build_chat_model(
         from swarmdeck.models.anthropic import AnthropicModel
 
         return AnthropicModel(config, model_name, key_loader, limiter, http_client)
+    if config.kind == "openai-responses":
+        from swarmdeck.models.openai_responses import OpenAIResponsesModel
+
+        return OpenAIResponsesModel(config, model_name, key_loader, limiter, http_client)
     from swarmdeck.models.openai_compat import OpenAICompatModel
 
     return OpenAICompatModel(config, model_name, key_loader, limiter, http_client)

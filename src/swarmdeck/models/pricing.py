@@ -12,7 +12,13 @@ from swarmdeck.models.types import Usage
 log = logging.getLogger(__name__)
 
 # Our provider keys where genai-prices names the vendor differently.
-PROVIDER_IDS = {"kimi": "moonshotai", "moonshot": "moonshotai", "glm": "zhipuai", "zai": "zai"}
+PROVIDER_IDS = {
+    "kimi": "moonshotai",
+    "moonshot": "moonshotai",
+    "glm": "zhipuai",
+    "zai": "zai",
+    "openai-responses": "openai",
+}
 
 
 # Taken by the first load_prices_aside and never let go: the tables load once a process.

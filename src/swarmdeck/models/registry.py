@@ -25,6 +25,12 @@ Quirk = Literal[
 ]
 
 LS_HINT = "run `swarmdeck provider ls`"
+# The tool searches each wire format's vendor runs on its server, its default first.
+VENDOR_SEARCHES: dict[str, tuple[Literal["bm25", "regex", "hosted"], ...]] = {
+    "openai": (),
+    "anthropic": ("bm25", "regex"),
+    "openai-responses": ("hosted",),
+}
 # The default wait for the first byte of an answer (`run --help` states it too).
 FIRST_BYTE_TIMEOUT_S = 120.0
 PACKAGED_DIR = "providers"
@@ -37,7 +43,9 @@ class ProviderConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     key: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$", max_length=64)
-    kind: Literal["openai", "anthropic"]
+    # The wire format: Chat Completions (`openai`, and every compatible server), the
+    # Anthropic Messages API, or OpenAI's Responses API (`openai-responses`).
+    kind: Literal["openai", "anthropic", "openai-responses"]
     base_url: str = Field(pattern=r"^https?://\S+$")
     model: str = Field(min_length=1)
     models: tuple[str, ...] = ()
@@ -67,6 +75,12 @@ class ProviderConfig(BaseModel):
     # What runs a dispatch on this provider: the built-in loop, or an external runner
     # (`opencode`, `claude`, `codex`; runners/), as pilot-workers' provider files name it.
     runner: Literal["swarmdeck", "opencode", "claude", "codex"] = "swarmdeck"
+    # Tools on demand through the vendor's own tool search (Anthropic: deferred tools found
+    # by its server-side `bm25` or `regex` search; OpenAI's Responses API: its `hosted`
+    # one); `off`, or an openai (Chat Completions) provider, loads them with swarmdeck's
+    # load_tools instead. None: the vendor's default (bm25 on Anthropic, hosted on
+    # Responses).
+    tool_search: Literal["bm25", "regex", "hosted", "off"] | None = None
 
     @field_validator("base_url")
     @classmethod
@@ -78,6 +92,27 @@ class ProviderConfig(BaseModel):
         if self.models and self.model not in self.models:
             raise ValueError(f"default model {self.model!r} is not in models {list(self.models)}")
         return self
+
+    @model_validator(mode="after")
+    def _tool_search_of_the_vendor(self) -> ProviderConfig:
+        if self.tool_search in (None, "off") or self.tool_search in VENDOR_SEARCHES[self.kind]:
+            return self
+        if self.kind == "openai":
+            raise ValueError(
+                "tool_search is the Anthropic Messages API's and the OpenAI Responses API's; "
+                "an openai (Chat Completions) provider loads tools with load_tools (remove "
+                "tool_search, or use kind openai-responses)"
+            )
+        allowed = ", ".join([*VENDOR_SEARCHES[self.kind], "off"])
+        raise ValueError(f"tool_search of a {self.kind} provider is one of: {allowed}")
+
+    @property
+    def vendor_tool_search(self) -> Literal["bm25", "regex", "hosted"] | None:
+        """The vendor's tool search this provider defers tools to, or None (load_tools)."""
+        searches = VENDOR_SEARCHES[self.kind]
+        if not searches or self.tool_search == "off":
+            return None
+        return self.tool_search or searches[0]
 
     def has_quirk(self, quirk: Quirk) -> bool:
         """True when this provider needs the given vendor workaround."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -31,6 +31,10 @@ class Message:
     # Hidden reasoning some vendors (DeepSeek, Kimi) require to be sent back verbatim.
     reasoning: str | None = None
     is_error: bool = False
+    # An assistant turn's content blocks as the vendor sent them, when it holds blocks of
+    # the vendor's own (Anthropic's tool search): sent back verbatim, so the history, and
+    # the prefix a cache keeps of it, stays byte for byte what the vendor answered.
+    blocks: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,13 @@ class ToolSpec:
     name: str
     description: str
     parameters: dict[str, Any]
+    # Sent for the vendor's own tool search to find (Anthropic's `defer_loading`), not
+    # shown to the model until a search returns it; never sent where the vendor has none.
+    deferred: bool = False
+    # The group a deferred tool is indexed under (its MCP server): OpenAI's Responses API
+    # gets a group's deferred tools in one namespace, of which the model sees only the
+    # name and description until a search loads them.
+    group: str | None = None
 
 
 @dataclass
@@ -81,6 +92,9 @@ class Completion:
     stop_reason: str = "stop"
     model: str = ""
     cost_usd: float | None = None
+    # The answer's content blocks, kept when the vendor ran a tool of its own in the turn
+    # (see Message.blocks); empty otherwise.
+    blocks: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)

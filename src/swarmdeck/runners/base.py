@@ -82,6 +82,8 @@ class Adapter(Protocol):
 
     name: str
     wire: Wire
+    # The provider kinds it can be pointed at (a kind's server speaks the runner's wire).
+    kinds: tuple[str, ...]
 
     def prepare(self, home: Path, endpoint: Endpoint, access: Access) -> None:
         """Write the runner's private config (0600) under the run's own home."""

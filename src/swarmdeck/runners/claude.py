@@ -115,6 +115,7 @@ class ClaudeCode:
 
     name = "claude"
     wire: base.Wire = "anthropic"
+    kinds = ("anthropic",)
 
     def prepare(self, home: Path, endpoint: base.Endpoint, access: base.Access) -> None:
         """settings.json (0600) under the run's home: the endpoint, the model, the token

@@ -89,6 +89,8 @@ class Codex:
 
     name = "codex"
     wire: base.Wire = "openai"
+    # Codex speaks the Responses API: a Responses provider's server is what it wants.
+    kinds = ("openai", "openai-responses")
 
     def prepare(self, home: Path, endpoint: base.Endpoint, access: base.Access) -> None:
         """`~/.codex/config.toml` (0600) in the run's home: the provider with the run's

@@ -22,7 +22,7 @@ from swarmdeck.runtime.budget import check_budget
 from swarmdeck.runtime.durable import Durable
 from swarmdeck.runtime.services import services
 from swarmdeck.runtime.status import Ending, end_session
-from swarmdeck.runtime.workspaces import in_store, release, snapshot_step
+from swarmdeck.runtime.workspaces import in_store, release, snapshot_step, store_workspace
 from swarmdeck.tools.sandbox import sandbox_in_force
 
 MAX_RESULT_ATTEMPTS = 3
@@ -55,9 +55,10 @@ class RunnerSessionRun:
     async def end(self, status: str, text: str, error: str | None, reason: str) -> dict[str, Any]:
         """Record the end (idempotent) and return the workflow's outcome."""
         ending = Ending(status, text, error, reason, self.generation)
+        ws_id = store_workspace(self.sid)  # before the end drops the session's identity
         await end_session(self.sid, self.has_parent, ending)
-        if in_store(self.sid):
-            await asyncio.to_thread(release, self.sid)  # the store keeps the files
+        if ws_id is not None:
+            await asyncio.to_thread(release, ws_id)  # the store keeps the files
         return {"status": status, "reason": reason}
 
     async def once(self, attempt: int, prompt: str, resume: str | None) -> dict[str, Any]:
@@ -81,6 +82,7 @@ class RunnerSessionRun:
             "runner_session": outcome.runner_session,
             "stderr_tail": outcome.stderr_tail,
             "budget": outcome.budget,
+            "capped": outcome.capped,
         }
         await asyncio.to_thread(catalog.append_event, self.sid, key, RUN_KIND, payload)
         return payload
@@ -109,6 +111,8 @@ async def run_runner_session(d: Durable, session_id: str, info: dict[str, Any]) 
             # Stopped where the budget ran out: what it said so far is the partial result.
             text = outcome.get("final_text", "")
             return await run.end("budget_exceeded", text, outcome["budget"], "budget")
+        if outcome.get("capped"):
+            return await run.end("completed", outcome.get("final_text", ""), None, "step_cap")
         text = outcome["final_text"]
         reading = read_block(text, validate)
         if reading.state == "parsed":

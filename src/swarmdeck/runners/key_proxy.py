@@ -11,6 +11,7 @@ the last answer ended (the dispatch bench reads them from the run's record).
 from __future__ import annotations
 
 import hmac
+import json
 import secrets
 import time
 from collections.abc import Callable
@@ -59,6 +60,11 @@ class KeyProxy:
     key: Callable[[], str | None]
     token: str = field(default_factory=lambda: "sdrun-" + secrets.token_urlsafe(24))
     clock: ProxyClock = field(default_factory=ProxyClock)
+    # The model turns the run may still take (None: no cap). A runner runs its tools and
+    # asks again before its own output shows the launcher the capped turn, so the cap is
+    # held here too: the request past it is refused, never passed on and never paid for.
+    turns_left: int | None = None
+    capped: bool = False
     _runner: web.AppRunner | None = None
     _client: ClientSession | None = None
     _port: int = 0
@@ -122,9 +128,17 @@ class KeyProxy:
             self.clock.first_request = time.time()
         assert self._client is not None
         body = await request.read()
+        turn = self.turns_left is not None and _asks_for_a_turn(body)
+        if turn and self.turns_left is not None and self.turns_left <= 0:
+            self.capped = True
+            message = "swarmdeck: the session's max_turns is reached; the run stops here"
+            error = {"type": "invalid_request_error", "message": message}
+            return web.json_response({"type": "error", "error": error}, status=400)
         async with self._client.request(
             request.method, self._upstream_url(request), headers=self._headers(request), data=body
         ) as upstream:
+            if turn and upstream.status == 200 and self.turns_left is not None:
+                self.turns_left -= 1
             reply = web.StreamResponse(status=upstream.status, reason=upstream.reason)
             for name, value in upstream.headers.items():
                 if name.lower() not in _HOP:
@@ -135,3 +149,13 @@ class KeyProxy:
             await reply.write_eof()
         self.clock.last_response = time.time()
         return reply
+
+
+def _asks_for_a_turn(body: bytes) -> bool:
+    """A request for a turn of the agent's loop: one offering tools, on every wire (a
+    runner's side requests, such as a title for its session, offer none)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and bool(data.get("tools"))

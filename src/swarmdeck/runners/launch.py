@@ -41,10 +41,17 @@ class RunOutcome:
     stderr_tail: str
     # Why the run was stopped for its budget (None: it was not).
     budget: str | None = None
+    # Stopped at the session's max_turns, as the built-in loop stops (verdict
+    # step_capped_partial).
+    capped: bool = False
 
 
 class BudgetSpent(Exception):
     """A budget of the session (or an ancestor's) was spent while the runner ran."""
+
+
+class TurnsSpent(Exception):
+    """The runner answered the session's max_turns times and wanted to go on."""
 
 
 @dataclass
@@ -78,6 +85,11 @@ class RunnerLaunch:
         return Path(os.path.realpath(install.runner_dir(home, self.adapter.name)))
 
     @property
+    def turn_cap(self) -> int:
+        """The session's max_turns (0: none)."""
+        return int(self.record.options.get("max_turns") or 0)
+
+    @property
     def access(self) -> Access:
         """The mode's access: only the code modes write."""
         return Access(self.record.mode, self.record.mode == "code")
@@ -96,12 +108,14 @@ class RunnerLaunch:
                 self.adapter.prepare, self.run_dir / "home", endpoint, self.access
             )
             writer = TranscriptWriter(self.record.id, config.key, model, await self._next_turn())
-            return await self._run_process(prompt, resume, writer)
+            if self.turn_cap:
+                proxy.turns_left = self.turn_cap - writer.turn
+            return await self._run_process(prompt, resume, writer, proxy)
         finally:
             await proxy.close()
 
     async def _run_process(
-        self, prompt: str, resume: str | None, writer: TranscriptWriter
+        self, prompt: str, resume: str | None, writer: TranscriptWriter, proxy: KeyProxy
     ) -> RunOutcome:
         svc = services()
         sandbox = await asyncio.to_thread(sandbox_in_force, opted_out(self.record))
@@ -114,12 +128,17 @@ class RunnerLaunch:
         parser = self.adapter.parser()
         watch = TurnWatch(self.record.id, writer.turn, self.generation)
 
+        cap = self.turn_cap
+
         async def on_event(event: dict[str, Any]) -> None:
             await watch.chunk()
             for item in parser.feed(event):
-                await writer.write(item)
+                await writer.write(item)  # every response is kept: its tokens were spent
                 if isinstance(item, Step):
                     await self._check_budget()
+                    if cap and writer.turn >= cap and item.tool_calls:
+                        # The cap's response wants more: stopped before its calls run.
+                        raise TurnsSpent
 
         try:
             done = await run_streaming(
@@ -129,10 +148,14 @@ class RunnerLaunch:
         except BudgetSpent as spent:
             # The runner was stopped (run_streaming stops it on any exception).
             return RunOutcome(-1, writer.final_text, writer.runner_session, "", str(spent))
+        except TurnsSpent:
+            return RunOutcome(-1, writer.final_text, writer.runner_session, "", capped=True)
         finally:
             # What a stopped run said before it stopped stays in the transcript.
             for item in parser.finish():
                 await writer.write(item)
+        if proxy.capped:  # the runner asked past the cap, and its own output had not said so
+            return RunOutcome(-1, writer.final_text, writer.runner_session, "", capped=True)
         return RunOutcome(done.code, writer.final_text, writer.runner_session, done.stderr_tail)
 
     async def _check_budget(self) -> None:

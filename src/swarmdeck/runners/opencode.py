@@ -85,6 +85,7 @@ class OpenCode:
 
     name = "opencode"
     wire: base.Wire = "openai"
+    kinds = ("openai",)
 
     def prepare(self, home: Path, endpoint: base.Endpoint, access: base.Access) -> None:
         """opencode.json (0600) under the run's XDG config: the provider, the model, and

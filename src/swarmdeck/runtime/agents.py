@@ -4,13 +4,15 @@ tools, skills, first message, cron), for `run --agent`, spawn_agent and system a
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from swarmdeck.catalog.records import SessionRecord
 from swarmdeck.errors import UsageError
 from swarmdeck.plugins.aliases import resolve_tool, resolve_tools
-from swarmdeck.plugins.definitions import AgentDef
+from swarmdeck.plugins.definitions import AgentDef, SkillDef
 from swarmdeck.plugins.tiers import PluginSet, base_agent
 from swarmdeck.runtime.request import SessionRequest
 from swarmdeck.tools.builtins.control import CONTROL_TOOLS
@@ -24,6 +26,20 @@ CORE_TOOLS = (
     "list_available_models",
     "submit_result",
 )
+
+
+def skills_shown(
+    record: SessionRecord, plugins_of: Callable[[SessionRecord], PluginSet]
+) -> list[SkillDef]:
+    """The skills a session's index lists (none when it cannot load them); its plugins are
+    only looked up when it can."""
+    if record.tool_names is not None and LOAD_SKILL not in record.tool_names:
+        return []
+    plugin_set = plugins_of(record)
+    agent = plugin_set.agent(record.agent) if record.agent else None
+    return plugin_set.skills_for(agent)
+
+
 # A system agent runs until it is stopped: no step cap.
 UNCAPPED_TURNS = 2**31 - 1
 

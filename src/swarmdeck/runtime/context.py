@@ -20,7 +20,7 @@ from typing import Any
 
 from swarmdeck.catalog.records import SessionRecord
 from swarmdeck.errors import ProviderError
-from swarmdeck.models.estimate import count_tokens, encoding_for, tool_text
+from swarmdeck.models.estimate import count_tokens, encoding_for, tools_text
 from swarmdeck.models.registry import ProviderConfig
 from swarmdeck.models.types import Message, ToolSpec
 from swarmdeck.runtime.crashpoints import crash_point
@@ -110,6 +110,8 @@ class Meter:
 
     encoding: Any | None
     ratio: float = 1.0
+    # The provider's kind: what the model sees of a deferred tool depends on its vendor.
+    kind: str = ""
 
     def raw(self, message: Message) -> int:
         """A message's tokens before calibration."""
@@ -118,7 +120,7 @@ class Meter:
 
     def raw_tools(self, specs: list[ToolSpec]) -> int:
         """The tool schemas' tokens before calibration."""
-        return count_tokens("".join(tool_text(t) for t in specs), self.encoding)
+        return count_tokens(tools_text(specs, self.kind), self.encoding)
 
     def raw_prompt(self, messages: list[Message], specs: list[ToolSpec]) -> int:
         """A request's tokens before calibration."""
@@ -135,14 +137,15 @@ def meter_for(config: ProviderConfig, model_name: str, journal: Journal) -> Mete
     encoding = encoding_for(config.kind, model_name)
     last = journal.last_turn
     if last is None:
-        return Meter(encoding)
+        return Meter(encoding, kind=config.kind)
     usage = last.payload.get("usage") or {}
     raw = (last.payload.get("context") or {}).get("raw_tokens")
     if usage.get("estimated") or not raw:
-        return Meter(encoding)
+        return Meter(encoding, kind=config.kind)
     reported = usage.get("input", 0) + usage.get("cache_read", 0) + usage.get("cache_write", 0)
     low, high = RATIO_BOUNDS
-    return Meter(encoding, min(high, max(low, reported / raw)) if reported else 1.0)
+    ratio = min(high, max(low, reported / raw)) if reported else 1.0
+    return Meter(encoding, ratio, config.kind)
 
 
 async def fit_context(
@@ -190,21 +193,26 @@ async def fit_context(
             "prompt_tokens": meter.scaled(raw),
             "window": budget.window,
             "tokenizer": "tiktoken" if meter.encoding is not None else "estimate",
-            "runtime": runtime_tokens(meter, system, specs, prep.get("skills_index", "")),
+            "runtime": runtime_tokens(
+                meter, system, specs, prep.get("skills_index", ""), prep.get("project", "")
+            ),
         },
         "spent": compactions_spent(journal, turn),
     }
 
 
 def runtime_tokens(
-    meter: Meter, system: Message, specs: list[ToolSpec], skills: str
+    meter: Meter, system: Message, specs: list[ToolSpec], skills: str, project: str = ""
 ) -> dict[str, int]:
     """What the runtime itself adds to every turn: its system prompt (of which the skill
-    index), and the tool schemas."""
+    index), and the tool schemas; and apart, the project's instructions the system prompt
+    carries, which are the project's words, not the runtime's."""
+    own = meter.scaled(count_tokens(project, meter.encoding)) if project else 0
     return {
-        "system": meter.scaled(meter.raw(system)),
+        "system": meter.scaled(meter.raw(system)) - own,
         "skills": meter.scaled(count_tokens(skills, meter.encoding)),
         "tools": meter.scaled(meter.raw_tools(specs)),
+        "project": own,
     }
 
 

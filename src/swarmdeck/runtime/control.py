@@ -26,6 +26,11 @@ WAIT_KINDS = ["user"]
 # The workflow format (Durable.format) from which a wait sleeps on the look that fixed
 # its deadline; format 1 looked a second time before it slept.
 WAIT_LOOKS_ONCE = 2
+# The format from which a wait takes no step before it sleeps: its deadline counts from
+# the time the entry before it was journaled, its `waiting` status rides with that entry
+# and its `running` with its result, and it looks at the inbox only when the doorbell
+# rings before the deadline.
+WAIT_ON_JOURNAL = 4
 
 _TOOLS = {t.name: t for t in (*CONTROL_TOOLS, BROADCAST_TOOL)}
 
@@ -36,6 +41,8 @@ class LoopState(Protocol):
     d: Durable
     sid: str
     turn: int
+    # When the loop's latest transcript entry was journaled (a replay reads the same).
+    journaled_at: float
     offered: set[str]
     cron: dict[str, Any] | None
 
@@ -99,27 +106,54 @@ class ControlTools:
         return await self._handlers[name](args, f"{self.loop.turn}:{call['id']}")
 
     async def wait(self, args: Any, _key: str) -> Outcome:
+        if self.d.format >= WAIT_ON_JOURNAL:
+            pending = await self._wait_on_doorbell(args.seconds)
+        else:
+            pending = await self._wait_looking(args.seconds)
+        why = f" ({args.reason})" if args.reason else ""
+        if pending:
+            # A message (from a person, or a parent) ended the wait: it is answered first.
+            return f"wait ended early{why}: a message arrived; read it and answer it first", False
+        return f"waited {args.seconds:g} seconds{why}", False
+
+    async def _wait_on_doorbell(self, seconds: float) -> bool:
+        """A wait of format 4: True when a message ended it early.
+
+        No step before the sleep: the deadline counts from when the loop's entry before
+        this call was journaled, which a replay reads back the same (so a crash before the
+        engine recorded its sleep still wakes at the first deadline), and the status moves
+        with the entries around it (SessionLoop.status_with). The inbox is looked at only
+        when the doorbell rings early: a message that came before the wait rang it too,
+        and its ring waits for this receive.
+        """
+        deadline = self.loop.journaled_at + seconds
+        crash_point("wait.sleeping")
+        while await self.d.recv_until("doorbell", deadline) is not None:
+            look = await self.d.step("mail_at", tree.mail_look, self.sid, WAIT_KINDS, deadline)
+            if look["over"]:
+                return bool(look["pending"])
+        return False
+
+    async def _wait_looking(self, seconds: float) -> bool:
+        """A wait of formats 1-3, so their workflows replay unchanged: True when a message
+        ended it early."""
         # Each look at the inbox is one step that records the clock with it and moves the
         # status: the first sets `waiting` and fixes the deadline (so a crash before the
         # engine recorded its sleep still wakes at the original time, not restart +
         # seconds), the one that ends the wait sets `running` back. A step of its own for
         # the time and for each status change cost each wait three more engine steps.
-        look = await self.d.step("waiting_at", tree.wait_look, self.sid, WAIT_KINDS, args.seconds)
+        look = await self.d.step("waiting_at", tree.wait_look, self.sid, WAIT_KINDS, seconds)
         crash_point("wait.sleeping")
         if self.d.format < WAIT_LOOKS_ONCE:
-            look = await self._looks_of_format_1(look, args.seconds)
+            look = await self._looks_of_format_1(look, seconds)
         while not look["over"]:
             # Sleep on the last look's answer, then look again (the deadline passed, or the
             # doorbell rang). After a restart past the deadline the recv returns at once.
             await self.d.recv_until("doorbell", look["deadline"])
             look = await self.d.step(
-                "mail_at", tree.wait_look, self.sid, WAIT_KINDS, args.seconds, look["deadline"]
+                "mail_at", tree.wait_look, self.sid, WAIT_KINDS, seconds, look["deadline"]
             )
-        why = f" ({args.reason})" if args.reason else ""
-        if look["pending"]:
-            # A message (from a person, or a parent) ended the wait: it is answered first.
-            return f"wait ended early{why}: a message arrived; read it and answer it first", False
-        return f"waited {args.seconds:g} seconds{why}", False
+        return bool(look["pending"])
 
     async def _looks_of_format_1(self, look: dict[str, Any], seconds: float) -> dict[str, Any]:
         """A wait as workflows of format 1 (an earlier release's) took it, so they replay

@@ -21,6 +21,8 @@ log = logging.getLogger(__name__)
 RECOVER_SECONDS = 0.25
 SWEEP_SECONDS = 2.0
 INBOX_SECONDS = 0.05
+# A fallback poll of the inbox where NOTIFY tells the worker of each message at once.
+NOTIFIED_INBOX_SECONDS = 0.5
 INBOX_LOOKBACK = 1000
 CANCEL_SECONDS = 0.25
 FORGET_SECONDS = 600.0
@@ -144,8 +146,9 @@ class FleetDuties:
             raise
         fresh = [(mid, sid) for mid, sid in rows if mid not in self._rung]
         self._rung.update(mid for mid, _sid in fresh)
-        for sid in sorted({sid for _mid, sid in fresh}):
-            await self.engine.ring(sid)
+        # At once: fifty messages a second rung one after another queued behind each
+        # other's store round trip.
+        await asyncio.gather(*(self.engine.ring(sid) for sid in sorted({s for _m, s in fresh})))
         self._inbox_cursor = max(self._inbox_cursor, newest - INBOX_LOOKBACK)
         self._rung = {mid for mid in self._rung if mid > self._inbox_cursor}
 
@@ -163,8 +166,11 @@ class FleetDuties:
         await asyncio.to_thread(self.engine.workers.forget_old)
 
 
-def fleet_loop(engine: Engine, say: Callable[[str], None], notified: bool) -> tuple[DutyLoop, Duty]:
-    """A worker's duty loop; returns it with the hand-over duty (woken by NOTIFY)."""
+def fleet_loop(
+    engine: Engine, say: Callable[[str], None], notified: bool
+) -> tuple[DutyLoop, Duty, Duty]:
+    """A worker's duty loop; returns it with the hand-over and mail duties (woken by
+    NOTIFY where `notified`)."""
     fleet = FleetDuties(engine, say)
     settings = engine.services.settings
     loop = DutyLoop()
@@ -172,7 +178,9 @@ def fleet_loop(engine: Engine, say: Callable[[str], None], notified: bool) -> tu
     handover = loop.add(Duty("take handovers", every, fleet.take_handovers))
     loop.add(Duty("recover", RECOVER_SECONDS, fleet.recover))
     loop.add(Duty("sweep", SWEEP_SECONDS, fleet.sweep))
-    loop.add(Duty("ring mail", INBOX_SECONDS, fleet.ring_mail))
+    mail = loop.add(
+        Duty("ring mail", NOTIFIED_INBOX_SECONDS if notified else INBOX_SECONDS, fleet.ring_mail)
+    )
     loop.add(Duty("stop cancelled", CANCEL_SECONDS, fleet.stop_cancelled))
     loop.add(Duty("forget", FORGET_SECONDS, fleet.forget))
-    return loop, handover
+    return loop, handover, mail

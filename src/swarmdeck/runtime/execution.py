@@ -4,11 +4,13 @@ it writes under (a rerun after a crash takes the same path as the first run)."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 from swarmdeck.catalog import fence
-from swarmdeck.catalog.records import RESUMED_KIND
+from swarmdeck.catalog.records import RESUMED_KIND, SessionRecord
 from swarmdeck.runtime.budget import budget_of, with_ancestors
+from swarmdeck.runtime.journal import Journal
 from swarmdeck.runtime.offered import offered_tools, session_skills
 from swarmdeck.runtime.services import services
 from swarmdeck.runtime.tree import drain_inbox, model_resting
@@ -36,21 +38,84 @@ def load_session(session_id: str, generation: int) -> tuple[dict[str, Any], int]
     """
     svc = services()
     executor = svc.executor_id()
-    stored = svc.catalog.generation_start(session_id, generation)
+    before, stored = svc.catalog.run_start(session_id, generation)
     if stored is not None:
         return stored, _resume_run(session_id, generation, executor)
-    record, turns_done = svc.catalog.open_run(session_id, executor)
+    claimed = None
+    if not before.terminal and before.generation == generation:
+        # The transcript and whether mail waits, in one read; most starts find none. Then
+        # what the loop needs is made from the session as read, and stored with the claim
+        # (one commit, not two) if the claim finds the session as read.
+        journal, mail = svc.journal_with_mail(session_id, f"g{generation}:start")
+        if not mail:
+            opened = _open_keeping(before, generation, executor, journal)
+            if opened is None:
+                # Another execution stored this generation's start first: this one reruns.
+                stored = svc.catalog.generation_start(session_id, generation)
+                assert stored is not None, f"generation {generation} of {session_id} not stored"
+                return stored, _resume_run(session_id, generation, executor)
+            record, turns, kept = opened
+            fence.enter(session_id, record.epoch)
+            if kept is not None:
+                svc.remember(record)
+                return kept, record.epoch
+            claimed = record, turns
+    return _start_after_claim(session_id, generation, executor, claimed)
+
+
+def _open_keeping(
+    before: SessionRecord, generation: int, executor: str, journal: Journal
+) -> tuple[SessionRecord, int, dict[str, Any] | None] | None:
+    """Claim the session, storing the start made from it as read `before` when the claim
+    finds it unchanged (see Catalog.open_run_keeping)."""
+    turns = sum(1 for e in journal.by_key.values() if e.kind == "assistant")
+    # As claimed: `running` (the claim's own status), the rest as read.
+    info = _start_info(replace(before, status="running"), generation, turns, journal, [])
+
+    def holds(record: SessionRecord, turns_now: int) -> bool:
+        now = (record.generation, record.options, record.terminal, turns_now)
+        return now == (generation, before.options, False, turns)
+
+    return services().catalog.open_run_keeping(before.id, executor, generation, info, holds)
+
+
+def _start_after_claim(
+    session_id: str,
+    generation: int,
+    executor: str,
+    claimed: tuple[SessionRecord, int] | None,
+) -> tuple[dict[str, Any], int]:
+    """The start that claims the session first (unless `claimed` did), then takes what
+    waits in its inbox, then stores what the loop needs."""
+    svc = services()
+    record, turns_done = claimed or svc.catalog.open_run(session_id, executor)
     fence.enter(session_id, record.epoch)
     if record.terminal or record.generation != generation:
         # Ended, or superseded by a newer generation before this one ever ran.
         return {"terminal": True, "status": record.status}, record.epoch
     svc.remember(record)
-    taken = drain_inbox(session_id, f"g{generation}:start", None, record=True)
+    claim = f"g{generation}:start"
+    journal, mail = svc.journal_with_mail(session_id, claim)
+    taken = drain_inbox(session_id, claim, None, record=True) if mail else []
+    if taken:
+        journal.refresh(svc.catalog)  # what the drain recorded
+    info = _start_info(record, generation, turns_done, journal, taken)
+    return svc.catalog.keep_generation_start(session_id, generation, info), record.epoch
+
+
+def _start_info(
+    record: SessionRecord,
+    generation: int,
+    turns_done: int,
+    journal: Journal,
+    taken: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """What the loop needs to run this generation (stored as its start)."""
+    svc = services()
     chain = with_ancestors(record)
-    journal = svc.journal(session_id, fresh=True)
-    info = {
+    return {
         # The model ended its last turn and nothing came after it (a rolled-over generation).
-        "resting": turns_done > 0 and not taken and model_resting(session_id),
+        "resting": turns_done > 0 and not taken and model_resting(record.id),
         "parent_id": record.parent_id,
         "mode": record.mode,
         "options": record.options,
@@ -69,7 +134,6 @@ def load_session(session_id: str, generation: int) -> tuple[dict[str, Any], int]
             record.options.get("rollover_iterations", svc.settings.rollover_iterations)
         ),
     }
-    return svc.catalog.keep_generation_start(session_id, generation, info), record.epoch
 
 
 def _resume_run(session_id: str, generation: int, executor: str) -> int:

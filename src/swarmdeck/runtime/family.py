@@ -24,12 +24,14 @@ FAMILY_OPTION = "family"
 @dataclass(frozen=True)
 class Family:
     """What a family's sessions share: the system text, and the tools (by name, in order;
-    `core` those shown whole, as a session's core set, the rest indexed)."""
+    `core` those shown whole, as a session's core set, the rest indexed); `note` opens
+    each member's first message, after the shared prefix."""
 
     system: str
     tool_names: tuple[str, ...]
     core: tuple[str, ...]
     mode: str
+    note: str = ""
 
     def as_option(self) -> dict[str, Any]:
         """The session option that makes a session one of the family."""
@@ -38,6 +40,7 @@ class Family:
             "tool_names": list(self.tool_names),
             "core": list(self.core),
             "mode": self.mode,
+            **({"note": self.note} if self.note else {}),
         }
 
     @classmethod
@@ -47,7 +50,11 @@ class Family:
         if not isinstance(raw, dict):
             return None
         return cls(
-            str(raw["system"]), tuple(raw["tool_names"]), tuple(raw["core"]), str(raw["mode"])
+            str(raw["system"]),
+            tuple(raw["tool_names"]),
+            tuple(raw["core"]),
+            str(raw["mode"]),
+            str(raw.get("note") or ""),
         )
 
 

@@ -25,7 +25,8 @@ def to_message(ev: EventRecord) -> Message | None:
         return Message("user", p["text"])
     if ev.kind == "assistant":
         calls = tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in p["tool_calls"])
-        return Message("assistant", p["text"], calls, reasoning=p.get("reasoning"))
+        blocks = tuple(p.get("blocks") or ())
+        return Message("assistant", p["text"], calls, reasoning=p.get("reasoning"), blocks=blocks)
     if ev.kind == "tool_result":
         return Message(
             "tool", p["content"], tool_call_id=p["call_id"], is_error=p.get("is_error", False)

@@ -7,6 +7,7 @@ import asyncio
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from swarmdeck.catalog.catalog import Catalog
@@ -19,6 +20,7 @@ from swarmdeck.errors import MissingKeyError, TaskRefusedError, UsageError
 from swarmdeck.runtime.crashpoints import crash_point
 from swarmdeck.runtime.engine import Engine
 from swarmdeck.runtime.engine.workflow import cancel_offline, ring_offline
+from swarmdeck.runtime.project_docs import PROJECT_DOCS_OPTION
 from swarmdeck.runtime.request import SessionRequest
 from swarmdeck.runtime.services import Services
 from swarmdeck.runtime.session import run_session
@@ -168,9 +170,18 @@ class Host:
             self.check_request(req)
         executor = None if fleet else self.lease().executor_id
         specs = []
+        docs: dict[str, str] = {}  # by workdir: ten thousand sessions in one read
         for req in requests:
             session_id = req.session_id or new_session_id()
             run_dir = RunDir.create(self.settings.runs_dir, session_id)
+            options = self._with_workspace(req, session_id)
+            if PROJECT_DOCS_OPTION not in options:
+                workdir = str(req.workdir.resolve())
+                if workdir not in docs:
+                    docs[workdir] = self.services.project_docs_for(Path(workdir))
+                options = (
+                    {**options, PROJECT_DOCS_OPTION: docs[workdir]} if docs[workdir] else options
+                )
             specs.append(
                 {
                     "session_id": session_id,
@@ -182,7 +193,7 @@ class Host:
                     "title": req.title,
                     "system_message": req.system_message,
                     "tool_names": req.tool_names,
-                    "options": self._with_workspace(req, session_id),
+                    "options": options,
                     "executor": executor,
                     "agent": req.agent,
                 }

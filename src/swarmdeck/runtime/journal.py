@@ -62,8 +62,11 @@ class Journal:
         """Take in the events stored since the last refresh (by any process)."""
         self.take(catalog.events(self.session_id, after_id=self.cursor))
 
-    def refresh_with_mail(self, catalog: Catalog, inbox_kinds: list[str], claim: str) -> bool:
-        """Refresh, and say in the same round trip whether messages wait in the inbox."""
+    def refresh_with_mail(
+        self, catalog: Catalog, inbox_kinds: list[str] | None, claim: str
+    ) -> bool:
+        """Refresh, and say in the same round trip whether messages (of these kinds; None:
+        of any) wait in the inbox."""
         fresh, mail = catalog.news(self.session_id, self.cursor, inbox_kinds, claim)
         self.take(fresh)
         return mail

@@ -11,12 +11,12 @@ from swarmdeck.catalog.records import SessionRecord
 from swarmdeck.models.edit_shapes import edit_shape
 from swarmdeck.plugins.aliases import resolve_tools
 from swarmdeck.plugins.definitions import SkillDef
+from swarmdeck.runtime.agents import skills_shown
 from swarmdeck.runtime.catalog_io import catalog_write
 from swarmdeck.runtime.family import Family
 from swarmdeck.runtime.mgmt_ops import RuntimeMgmtOps
 from swarmdeck.runtime.services import services
 from swarmdeck.tools.base import READ_ONLY_MODES, Tool, ToolContext
-from swarmdeck.tools.builtins.skills import LOAD_SKILL
 from swarmdeck.tools.tool_index import (
     EAGER,
     LOAD_TOOLS,
@@ -84,7 +84,9 @@ def tool_offer(
         core = core_tools(family.mode, family.core, shape)
     else:
         core = core_tools(record.mode, _own_core(record), shape)
-    return split_offer(tools, core, loaded, svc.tools.get(LOAD_TOOLS))
+    # Where the vendor has a tool search of its own (Anthropic's), it finds the tools.
+    search = config.vendor_tool_search
+    return split_offer(tools, core, loaded, svc.tools.get(LOAD_TOOLS), search)
 
 
 def _own_core(record: SessionRecord) -> Sequence[str] | None:
@@ -110,12 +112,7 @@ def family_tools(family: Family, extra: list[Tool]) -> list[Tool]:
 
 def visible_skills(record: SessionRecord) -> list[SkillDef]:
     """The skills this session's index lists (none when it cannot load them)."""
-    svc = services()
-    if record.tool_names is not None and LOAD_SKILL not in record.tool_names:
-        return []
-    plugin_set = svc.session_plugins(record)
-    agent = plugin_set.agent(record.agent) if record.agent else None
-    return plugin_set.skills_for(agent)
+    return skills_shown(record, services().session_plugins)
 
 
 def tool_context(record: SessionRecord, call_key: str = "", origin: str = "") -> ToolContext:

@@ -19,10 +19,14 @@ def skill_index(skills: list[SkillDef]) -> str:
 
 
 def system_prompt(
-    workdir: str, custom: str | None, skills: list[SkillDef] | None = None, tools_index: str = ""
+    workdir: str,
+    custom: str | None,
+    skills: list[SkillDef] | None = None,
+    tools_index: str = "",
+    project: str = "",
 ) -> str:
     """The base agent's body, the session's prompt (its own when given, else the default),
-    the skill index and the index of the tools it may load."""
+    the project's instructions, the skill index and the index of the tools it may load."""
     own = custom if custom else DEFAULT_SYSTEM_PROMPT.format(workdir=workdir)
-    parts = [base_agent().body, own, skill_index(skills or []), tools_index]
+    parts = [base_agent().body, own, project, skill_index(skills or []), tools_index]
     return "\n\n".join(p for p in parts if p)

@@ -24,6 +24,7 @@ from swarmdeck.models.registry import ProviderConfig, ProviderRegistry
 from swarmdeck.models.types import ChatModel
 from swarmdeck.plugins.tiers import PluginSet, load_plugin_set
 from swarmdeck.runtime.journal import Journal
+from swarmdeck.runtime.project_docs import project_docs
 from swarmdeck.secrets.redact import Redactor, load_redactor, set_default_redactor
 from swarmdeck.secrets.store import CredentialStore
 from swarmdeck.tools.base import Tool, ToolRegistry
@@ -135,6 +136,14 @@ class Services:
             journal.refresh(self.catalog)
         return journal
 
+    def journal_with_mail(self, session_id: str, claim: str) -> tuple[Journal, bool]:
+        """journal(fresh=True), and in the same read whether messages of any kind wait in
+        the session's inbox (or were taken under `claim` and not recorded)."""
+        journal = self._journals.get(session_id)
+        if journal is None:
+            journal = self._journals[session_id] = Journal(session_id)
+        return journal, journal.refresh_with_mail(self.catalog, None, claim)
+
     def plugins_for(self, workdir: str, given: list[str] | tuple[str, ...] = ()) -> PluginSet:
         """The plugins a session in `workdir` sees (every tier, then its given folders)."""
         key = (workdir, tuple(given))
@@ -150,6 +159,13 @@ class Services:
         """The plugins of this session."""
         return self.plugins_for(record.workdir, record.options.get("plugins") or ())
 
+    def project_docs_for(self, workdir: Path) -> str:
+        """The project's instructions for a new session in `workdir` ("" when the settings
+        turn them off or the project has none)."""
+        if not self.settings.project_docs:
+            return ""
+        return project_docs(workdir, self.settings.home, self.redactor)
+
     def available_models(self) -> list[ModelInfo]:
         """The exact provider:model names a session may use now (ready providers only)."""
         return available_models(self.providers, self.credentials.has)
@@ -164,10 +180,10 @@ class Services:
         for toolset in self.toolsets:
             await toolset.close()
 
-    def forget(self, session_id: str) -> None:
-        """Drop a finished session's caches."""
-        self._records.pop(session_id, None)
+    def forget(self, session_id: str) -> SessionRecord | None:
+        """Drop a finished session's caches; its record, if this process had it."""
         self._journals.pop(session_id, None)
+        return self._records.pop(session_id, None)
 
     @classmethod
     def build(cls, settings: Settings, tools: list[Tool]) -> Services:

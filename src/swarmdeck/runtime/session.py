@@ -15,7 +15,7 @@ from swarmdeck.catalog.fence import Fenced
 from swarmdeck.catalog.records import COMPACT_REQUEST_KIND, TERMINAL_STATUSES
 from swarmdeck.runtime import tree
 from swarmdeck.runtime.budget import check_budget
-from swarmdeck.runtime.control import ControlTools
+from swarmdeck.runtime.control import WAIT_ON_JOURNAL, ControlTools
 from swarmdeck.runtime.durable import ROLLED_OVER, SUPERSEDED, Durable
 from swarmdeck.runtime.events import append_event, drop_old_generations, last_model_text
 from swarmdeck.runtime.execution import begin_execution
@@ -30,7 +30,7 @@ from swarmdeck.runtime.tool_calls import (
 )
 from swarmdeck.runtime.traced import session_span, tool_span
 from swarmdeck.runtime.turn import compact_between_turns, llm_turn, mail_waiting
-from swarmdeck.runtime.workspaces import in_store, materialise, release
+from swarmdeck.runtime.workspaces import materialise, release, store_workspace
 
 DEFAULT_MAX_TURNS = 50
 MAX_RESULT_ATTEMPTS = 3
@@ -49,6 +49,10 @@ CAP_NOTICE = "turn_cap"
 # The workflow format (engine/workflow.py) from which a person's message wakes an idle
 # session without the batch's quiet gap (format 2 waited BATCH_GAP_SECONDS for any ring).
 PERSON_WAKES_AT_ONCE = 3
+# The format from which an idle session's statuses take no steps of their own: `idle` is
+# stored with the turn the model ended (when it is that turn that rests), and `running`
+# with the drain that woke it (a cron's tick still takes its step).
+STATUS_WITH_ENTRIES = 4
 
 
 async def run_session(session_id: str, generation: int, d: Durable) -> dict[str, Any]:
@@ -58,8 +62,10 @@ async def run_session(session_id: str, generation: int, d: Durable) -> dict[str,
     fence.enter(session_id, epoch)
     if info["terminal"]:
         return {"status": info["status"], "reason": "already finished"}
-    # A store workspace: its files as of the last journaled step, on this host.
-    if in_store(session_id):
+    # A store workspace: its files as of the last journaled step, on this host. Asked once
+    # per run: the session's end drops its cached identity, so asking again there read it.
+    ws_id = store_workspace(session_id)
+    if ws_id is not None:
         await asyncio.to_thread(materialise, session_id)
     unseen = workdir_unseen(session_id)
     if unseen is not None:
@@ -78,8 +84,8 @@ async def run_session(session_id: str, generation: int, d: Durable) -> dict[str,
         try:
             with session_span(session_id, generation):
                 outcome = await loop.run()
-            if outcome.get("status") in TERMINAL_STATUSES and in_store(session_id):
-                await asyncio.to_thread(release, session_id)
+            if outcome.get("status") in TERMINAL_STATUSES and ws_id is not None:
+                await asyncio.to_thread(release, ws_id)
             return outcome
         except Fenced:
             raise
@@ -151,6 +157,8 @@ class SessionLoop:
         self.drains = 0
         self.rejected = 0
         self.last_text = ""
+        # When the latest entry of the turn under way was journaled (see ControlTools.wait).
+        self.journaled_at = 0.0
         self.control = ControlTools(self)
 
     @property
@@ -183,7 +191,9 @@ class SessionLoop:
             if ended:
                 return ended
             # Turns and tool calls journal themselves in the catalog (see llm_turn).
-            reply = await llm_turn(self.sid, self.turn, self.generation, TURN_INBOX_KINDS)
+            reply = await llm_turn(
+                self.sid, self.turn, self.generation, TURN_INBOX_KINDS, self.status_with_turn
+            )
             self.iterations += 1
             if "ended" in reply:
                 # Ended from outside (cancelled): whoever ended it recorded why.
@@ -191,6 +201,7 @@ class SessionLoop:
             if "error" in reply:
                 return await self.end("failed", reply["error"], "provider_error")
             self.last_text = reply["text"] or self.last_text
+            self.journaled_at = reply["at"]
             submitted = await self.run_calls(reply["tool_calls"])
             self.turn += 1
             if submitted:
@@ -205,7 +216,7 @@ class SessionLoop:
                 if await mail_waiting(self.sid, self.turn, self.generation, ["user"]):
                     continue  # a message arrived while the model finished: the turn takes it
                 return await self.end("completed", None, "model_done")
-            rolled = await self.rest()
+            rolled = await self.rest(idle_stored=self.d.format >= STATUS_WITH_ENTRIES)
             if rolled:
                 return rolled
 
@@ -215,9 +226,10 @@ class SessionLoop:
         start = self.wake_turn if self.waits_between_turns else 0
         return self.turn - start >= self.max_turns
 
-    async def rest(self) -> dict[str, Any] | None:
-        """Between wake-ups: roll over when due (returning how), else idle until the next."""
-        if self.iterations >= self.rollover or not await self.idle():
+    async def rest(self, idle_stored: bool = False) -> dict[str, Any] | None:
+        """Between wake-ups: roll over when due (returning how), else idle until the next
+        (`idle_stored`: the turn that rests stored the status with it)."""
+        if self.iterations >= self.rollover or not await self.idle(idle_stored):
             # Due, or quiet cron ticks used up the generation while it idled.
             return await self.roll_over()
         self.wake_turn = self.turn
@@ -243,10 +255,35 @@ class SessionLoop:
                 return await self.end("budget_exceeded", exceeded, "budget")
         return None
 
+    def waits_on_journal(self, call: dict[str, Any]) -> bool:
+        """Whether this call is a wait of format 4 (ControlTools.wait), whose statuses ride
+        with the transcript entries around it."""
+        return (
+            call["name"] == "wait"
+            and call["name"] in self.offered
+            and self.d.format >= WAIT_ON_JOURNAL
+        )
+
+    def status_with_turn(self, calls: list[dict[str, Any]]) -> str | None:
+        """The status stored with a turn (format 4): `waiting` when its first call is such
+        a wait; `idle` when it has none and the session rests after it (see rest: it
+        rolls over instead once this turn uses up the generation's iterations)."""
+        if calls:
+            return "waiting" if self.waits_on_journal(calls[0]) else None
+        rests = self.waits_between_turns and self.iterations + 1 < self.rollover
+        return "idle" if rests and self.d.format >= STATUS_WITH_ENTRIES else None
+
+    def status_with(self, calls: list[dict[str, Any]], n: int) -> str | None:
+        """The status stored with the result of call n: `waiting` when such a wait comes
+        next, `running` after one (one commit for both, not one each)."""
+        if n + 1 < len(calls) and self.waits_on_journal(calls[n + 1]):
+            return "waiting"
+        return "running" if self.waits_on_journal(calls[n]) else None
+
     async def run_calls(self, calls: list[dict[str, Any]]) -> bool:
         """Run a turn's tool calls in order; True when a result was accepted."""
         submitted = False
-        for call in calls:
+        for n, call in enumerate(calls):
             name = call["name"]
             if name == SUBMIT_RESULT and name in self.offered:
                 tries_left = MAX_RESULT_ATTEMPTS - self.rejected - 1
@@ -261,9 +298,13 @@ class SessionLoop:
                 with tool_span(self.sid, call, self.control.effect(name)) as span:
                     content, is_error = await self.control.run(name, call)
                     span.finished(content, is_error)
-                await record_result(self.sid, self.turn, call, content, is_error)
+                status = self.status_with(calls, n)
+                self.journaled_at = await record_result(
+                    self.sid, self.turn, call, content, is_error, status
+                )
             else:
-                await tool_call(self.sid, self.turn, call)
+                status = self.status_with(calls, n)
+                self.journaled_at = await tool_call(self.sid, self.turn, call, status)
         return submitted
 
     async def drain(
@@ -275,15 +316,17 @@ class SessionLoop:
         claim = f"g{self.generation}:d{self.drains}"
         return await self.d.step("drain", tree.drain_inbox, self.sid, claim, kinds, record, wake)
 
-    async def idle(self) -> bool:
+    async def idle(self, idle_stored: bool = False) -> bool:
         """Wait for a message or the next cron tick that wakes the model; True then, False
-        when quiet ticks used up the generation (the caller rolls over).
+        when quiet ticks used up the generation (the caller rolls over). `idle_stored`: the
+        status is `idle` already (stored with the turn that rests).
 
         A tick whose check finds nothing is quiet: no model call, no transcript entry, and
         the session stays idle. It still counts as an iteration, since its steps fill this
         generation's log like a turn's do.
         """
-        await self.d.step("status", set_status, self.sid, "idle")
+        if not idle_stored:
+            await self.d.step("status", set_status, self.sid, "idle")
         while True:
             taken = await self.drain(None, wake=True)
             if taken and all(m["kind"] == COMPACT_REQUEST_KIND for m in taken):
@@ -299,6 +342,8 @@ class SessionLoop:
                 if self.d.format < PERSON_WAKES_AT_ONCE or _from_children(taken):
                     await self.collect_batch()
                     await self.drain(None)
+                if self.d.format >= STATUS_WITH_ENTRIES:
+                    return True  # the drain that took them marked the session running
                 break
             now = await self.d.now()
             if self.cron and now >= self.cron["next_at"]:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from swarmdeck.errors import SwarmdeckError
 from swarmdeck.runtime.crashpoints import crash_point
 from swarmdeck.runtime.services import services
 from swarmdeck.runtime.tree import parent_notice, ring
+from swarmdeck.tools.jail import executors
 
 
 @dataclass(frozen=True)
@@ -47,10 +48,15 @@ def _record_end(session_id: str, has_parent: bool, ending: Ending) -> str | None
     entry = {"status": ending.status, "error": ending.error, "reason": ending.reason}
     notice = None
     if has_parent:
-        child = svc.catalog.get_session(session_id)
+        # Its identity (as cached while it ran: no read) in the generation that ends.
+        child = replace(svc.session_identity(session_id), generation=ending.generation)
         notice = parent_notice(child, ending.status, ending.final_text)
     svc.catalog.end_session(session_id, f"end:g{ending.generation}", entry, notice, **fields)
-    svc.forget(session_id)
+    record = svc.forget(session_id)
+    if record is not None and record.parent_id is None:
+        # Its sandboxed commands ran in a kept executor, idle now until IDLE_S; its
+        # children share its run dir, so only a root's end stops it.
+        executors.stop_run_dir(record.run_dir)
     return notice.session_id if notice is not None else None
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 from swarmdeck.catalog.records import SessionRecord
@@ -24,13 +25,20 @@ SUBMIT_RESULT = "submit_result"
 
 
 async def record_result(
-    session_id: str, turn: int, call: dict[str, Any], content: str, is_error: bool
-) -> None:
+    session_id: str,
+    turn: int,
+    call: dict[str, Any],
+    content: str,
+    is_error: bool,
+    status: str | None = None,
+) -> float:
     """Store the result of a control tool call, journaled like any tool call's: under its
-    `tool:N:ID` key, idempotent. A rerun after a crash replays the tool's own recorded
-    steps, so it stores the same result, once (an engine step around the write as well
-    would journal it twice)."""
-    await catalog_write(_store_call, session_id, turn, call, ToolOutcome(content, is_error))
+    `tool:N:ID` key, idempotent; with the session's new `status`, if any, in the same
+    transaction. Returns when it was journaled. A rerun after a crash replays the tool's
+    own recorded steps, so it stores the same result, once (an engine step around the
+    write as well would journal it twice)."""
+    outcome = ToolOutcome(content, is_error)
+    return float(await catalog_write(_store_call, session_id, turn, call, outcome, status))
 
 
 def store_result(
@@ -65,7 +73,7 @@ async def _prepare_call(session_id: str, turn: int, call: dict[str, Any]) -> dic
     call_key = f"{turn}:{call['id']}"
     stored = svc.journal(session_id).get(f"tool:{call_key}")
     if stored is not None:
-        return {"stored": stored.payload}
+        return {"stored": stored.ts}
     record = svc.session_identity(session_id)
     journal = svc.journal(session_id)
     skills = session_skills(record, journal.skills_before(turn))
@@ -99,24 +107,37 @@ def _turn_origin(journal: Journal, turn: int) -> str:
 
 
 def _store_call(
-    session_id: str, turn: int, call: dict[str, Any], outcome: ToolOutcome, wait: bool = True
-) -> dict[str, Any]:
+    session_id: str,
+    turn: int,
+    call: dict[str, Any],
+    outcome: ToolOutcome,
+    status: str | None = None,
+    wait: bool = True,
+) -> float:
+    """Journal a call's result (and the session's new status with it); returns when it
+    was journaled: now, or when a first run stored it."""
     svc = services()
     key = f"tool:{turn}:{call['id']}"
     payload = {"call_id": call["id"], "name": call["name"], **_outcome_dict(outcome)}
-    if not svc.catalog.append_event(session_id, key, "tool_result", payload, wait=wait):
-        return stored_event(session_id, key).payload
-    return svc.redactor.redact_obj(payload)
+    at = time.time()
+    if not svc.catalog.append_event(
+        session_id, key, "tool_result", payload, wait=wait, ts=at, status=status
+    ):
+        return stored_event(session_id, key).ts
+    return at
 
 
-async def tool_call(session_id: str, turn: int, call: dict[str, Any]) -> dict[str, Any]:
-    """Run one tool call by its effect class and store its result in the transcript.
+async def tool_call(
+    session_id: str, turn: int, call: dict[str, Any], status: str | None = None
+) -> float:
+    """Run one tool call by its effect class and store its result in the transcript (with
+    the session's new `status`, if any); returns when the result was journaled.
 
     Journaled like a turn: the `tool:N:ID` entry is the step's record.
     """
     prep = await _prepare_call(session_id, turn, call)
     if "stored" in prep:
-        return prep["stored"]
+        return float(prep["stored"])
     outcome = prep.get("outcome")
     if outcome is None:
         crash_point("tool.before")
@@ -134,7 +155,7 @@ async def tool_call(session_id: str, turn: int, call: dict[str, Any]) -> dict[st
             await asyncio.to_thread(snapshot_step, session_id, f"tool:{turn}:{call['id']}")
             crash_point("tool.snapshotted")
     outcome = await asyncio.to_thread(shrink, session_id, turn, call["id"], outcome)
-    return await catalog_write(_store_call, session_id, turn, call, outcome)
+    return float(await catalog_write(_store_call, session_id, turn, call, outcome, status))
 
 
 CHECK_PREVIEW = 4000

@@ -14,11 +14,12 @@ from swarmdeck.catalog.records import (
     SessionRecord,
     system_session_id,
 )
-from swarmdeck.runtime.agents import agent_session
+from swarmdeck.runtime.agents import agent_session, skills_shown
 from swarmdeck.runtime.crashpoints import crash_point
 from swarmdeck.runtime.family import FAMILY_OPTION, Family
 from swarmdeck.runtime.history import CONVERSATION_KINDS
-from swarmdeck.runtime.prompts import DEFAULT_SYSTEM_PROMPT
+from swarmdeck.runtime.project_docs import PROJECT_DOCS_OPTION
+from swarmdeck.runtime.prompts import DEFAULT_SYSTEM_PROMPT, skill_index
 from swarmdeck.runtime.services import EngineOps, services
 from swarmdeck.runtime.traced import child_trace_options
 from swarmdeck.tools.tool_index import DEFAULT_CORE
@@ -26,7 +27,14 @@ from swarmdeck.workspace.modes import child_options
 
 PREVIEW = 400
 # Session options a child takes from its parent.
-INHERITED_OPTIONS = ("max_children", "max_depth", "no_sandbox", "plugins", "mcp_servers")
+INHERITED_OPTIONS = (
+    "max_children",
+    "max_depth",
+    "no_sandbox",
+    "plugins",
+    "mcp_servers",
+    PROJECT_DOCS_OPTION,
+)
 
 
 def child_id_for(parent_id: str, call_key: str) -> str:
@@ -102,14 +110,36 @@ def _children_family(parent: SessionRecord, spec: dict[str, Any]) -> dict[str, A
         return {}
     family = Family.of(parent.options)
     if family is None:
-        tools = services().tools.for_mode(parent.mode, None)
-        family = Family(
-            system=f"{DEFAULT_SYSTEM_PROMPT.format(workdir=parent.workdir)}\n{SUB_AGENT_NOTE}",
-            tool_names=tuple(t.name for t in tools),
-            core=tuple(DEFAULT_CORE.get(parent.mode, DEFAULT_CORE["explore"])),
-            mode=parent.mode,
-        )
+        family = _family_of_children(parent)
     return {FAMILY_OPTION: family.as_option()}
+
+
+def _family_of_children(parent: SessionRecord) -> Family:
+    """The family of the sub-agents of a parent that is in none.
+
+    A plain parent's own prompt is the family's, byte for byte: the default prompt, the
+    project's instructions, the skill index, its mode's tools and core set. Its children's
+    first requests are then served from the prefix the parent's own turns cached, not only
+    from a sibling's; that they are sub-agents opens their first message. A parent with a
+    prompt of its own (a named agent, a dispatch mode), or tools of its own (its own list,
+    or core set), does not hand it down: its children share the default prompt, with the
+    note in it. The core set is chosen as the parent's own is (offered._own_core): the
+    settings' for the mode, even an empty one, else the mode's default.
+    """
+    svc = services()
+    tools = tuple(t.name for t in svc.tools.for_mode(parent.mode, None))
+    core = svc.settings.core_tools.get(parent.mode)
+    if core is None:
+        core = DEFAULT_CORE.get(parent.mode, DEFAULT_CORE["explore"])
+    default = DEFAULT_SYSTEM_PROMPT.format(workdir=parent.workdir)
+    project = parent.options.get(PROJECT_DOCS_OPTION) or ""
+    own_tools = parent.tool_names is not None or parent.options.get("core_tools") is not None
+    if parent.system_message or own_tools:
+        system = "\n\n".join(p for p in (f"{default}\n{SUB_AGENT_NOTE}", project) if p)
+        return Family(system, tools, tuple(core), parent.mode)
+    skills = skill_index(skills_shown(parent, svc.session_plugins))
+    system = "\n\n".join(p for p in (default, project, skills) if p)
+    return Family(system, tools, tuple(core), parent.mode, note=SUB_AGENT_NOTE)
 
 
 def _child_spec(parent: SessionRecord, args: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
@@ -296,6 +326,14 @@ def wait_look(
     if over:
         catalog.set_status(session_id, "running")
     return {"pending": pending, "now": now, "deadline": deadline, "over": over}
+
+
+def mail_look(session_id: str, kinds: list[str], deadline: float) -> dict[str, Any]:
+    """A look of a wait (format 4) after its doorbell rang: {pending, over}, over when a
+    message waits or the deadline has passed. Reads only: the wait's status moves with
+    the transcript entries around it."""
+    pending = mail_pending(session_id, kinds)
+    return {"pending": pending, "over": pending or time.time() >= deadline}
 
 
 def model_resting(session_id: str) -> bool:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from typing import Any
 
 from swarmdeck.catalog.records import EventRecord, SessionRecord
@@ -22,13 +24,17 @@ from swarmdeck.runtime.offered import (
     toolset_tools,
     visible_skills,
 )
+from swarmdeck.runtime.project_docs import PROJECT_DOCS_OPTION
 from swarmdeck.runtime.prompts import skill_index, system_prompt
 from swarmdeck.runtime.services import services
 from swarmdeck.runtime.traced import turn_span
 from swarmdeck.runtime.tree import drain_inbox
 from swarmdeck.runtime.turn_watch import TurnWatch
 from swarmdeck.tools.base import Tool
-from swarmdeck.tools.tool_index import index_text
+
+# The status a session moves to as a turn is stored, from the turn's tool calls (None: no
+# change): it rides in the turn's own transaction.
+StatusAfter = Callable[[list[dict[str, Any]]], str | None]
 
 
 def _look_up_turn(session_id: str, turn: int, generation: int, inbox: list[str]) -> dict[str, Any]:
@@ -77,22 +83,27 @@ def _prompt(session_id: str, turn: int, extra: list[Tool]) -> dict[str, Any]:
     # A family's sessions are shown its tools, byte for byte (runtime/family.py).
     tools = family_tools(family, extra) if family else offered_tools(record, skills, extra)
     offer = tool_offer(record, tools, loaded, family)
-    tools_index = index_text(offer.indexed)
+    tools_index = offer.index()
     skills_index = skill_index(index)
     own = None
     if family is not None:
         # The family's system prompt; its own prompt and skill index open its first message.
         prompt = system_prompt("", family.system, None, tools_index)
-        own = "\n\n".join(p for p in (record.system_message or "", skills_index) if p)
+        # A family made of its parent's own prompt already carries the skill index.
+        shown = skills_index if skills_index not in family.system else ""
+        tail = (family.note, record.system_message, shown)
+        own = "\n\n".join(p for p in tail if p)
     else:
-        prompt = system_prompt(record.workdir, record.system_message, index, tools_index)
+        project = record.options.get(PROJECT_DOCS_OPTION) or ""
+        prompt = system_prompt(record.workdir, record.system_message, index, tools_index, project)
     return {
         "record": record,
         "system": Message("system", prompt),
         "preamble": own,
         "skills_index": skills_index,
         "tools_index": tools_index,
-        "specs": [t.spec() for t in offer.shown],
+        "project": record.options.get(PROJECT_DOCS_OPTION) or "",
+        "specs": offer.specs(),
         "origin": journal.next_origin(
             has_parent=record.parent_id is not None, system=record.system
         ),
@@ -100,10 +111,15 @@ def _prompt(session_id: str, turn: int, extra: list[Tool]) -> dict[str, Any]:
 
 
 def _turn_reply(event: EventRecord) -> dict[str, Any]:
-    """What the loop needs of a stored turn (or of the provider error that ended it)."""
+    """What the loop needs of a stored turn (or of the provider error that ended it), and
+    when it was journaled (`at`: a time a replay reads back the same)."""
     if event.kind == "error":
         return {"error": event.payload["message"], "retryable": False}
-    return {"text": event.payload["text"], "tool_calls": event.payload["tool_calls"]}
+    return {
+        "text": event.payload["text"],
+        "tool_calls": event.payload["tool_calls"],
+        "at": event.ts,
+    }
 
 
 def _store_turn(
@@ -113,9 +129,12 @@ def _store_turn(
     completion: Any,
     origin: str,
     fitted: dict[str, Any],
+    then: StatusAfter | None = None,
     wait: bool = True,
 ) -> dict[str, Any]:
     """Store the model's message and usage in one transaction; returns what the loop needs.
+
+    The session's status `then(calls)` (if any) is written in the same transaction.
 
     The turn's usage row also counts the summaries made to fit its prompt (fitted's
     `spent`); the message keeps the model's own counts and what the prompt measured.
@@ -147,13 +166,29 @@ def _store_turn(
         "origin": origin,
         "context": fitted["context"],
     }
-    if not svc.catalog.append_event(session_id, key, "assistant", payload, usage_row, wait=wait):
+    if completion.blocks:
+        # The vendor ran a tool of its own (its tool search): its blocks go back verbatim.
+        payload["blocks"] = list(completion.blocks)
+    status = then(calls) if then is not None else None
+    at = time.time()
+    if not svc.catalog.append_event(
+        session_id, key, "assistant", payload, usage_row, wait=wait, ts=at, status=status
+    ):
         return _turn_reply(stored_event(session_id, key))
-    return svc.redactor.redact_obj({"text": completion.text, "tool_calls": calls})
+    reply = svc.redactor.redact_obj({"text": completion.text, "tool_calls": calls})
+    return {**reply, "at": at}
 
 
-async def llm_turn(session_id: str, turn: int, generation: int, inbox: list[str]) -> dict[str, Any]:
-    """Ask the model for turn `turn`; store its message and usage; return its tool calls.
+async def llm_turn(
+    session_id: str,
+    turn: int,
+    generation: int,
+    inbox: list[str],
+    then: StatusAfter | None = None,
+) -> dict[str, Any]:
+    """Ask the model for turn `turn`; store its message and usage; return its tool calls
+    and when the turn was journaled (`at`). `then` names the status the session moves to
+    with the turn's entry, from its tool calls (None: it keeps its status).
 
     The step journals itself: the catalog's `turn:N` entry is its record, so a rerun after
     a crash returns the stored turn and never asks the model twice for it. (Wrapping it in
@@ -194,7 +229,7 @@ async def llm_turn(session_id: str, turn: int, generation: int, inbox: list[str]
         return {"error": message, "retryable": exc.retryable}
     crash_point("llm.after")
     return await catalog_write(
-        _store_turn, session_id, turn, record, completion, prep["origin"], fitted
+        _store_turn, session_id, turn, record, completion, prep["origin"], fitted, then
     )
 
 

@@ -23,10 +23,15 @@ from swarmdeck.workspace.modes import SUBMITTED_KEY, cache_of, tree_dir, workspa
 RESTORED_PREFIX = "restored:"
 
 
+def store_workspace(session_id: str) -> str | None:
+    """The id of the session's store workspace; None for a shared one (its identity is
+    cached while it runs: a shared session costs no thread hop and no read here)."""
+    return workspace_id(services().session_identity(session_id).options)
+
+
 def in_store(session_id: str) -> bool:
-    """Whether the session keeps its workspace in the store (its identity is cached: a
-    shared session costs no thread hop and no read here)."""
-    return workspace_id(services().session_identity(session_id).options) is not None
+    """Whether the session keeps its workspace in the store (see store_workspace)."""
+    return store_workspace(session_id) is not None
 
 
 def journaled_ref(catalog: Catalog, session_id: str, ws_id: str) -> str:
@@ -64,14 +69,13 @@ def materialise(session_id: str) -> SessionRecord:
     return moved
 
 
-def release(session_id: str) -> None:
-    """After the session ended here: remove this host's copy of its files (the store keeps
-    them; a resume writes them anew). The workspace's small git dir stays: its index
-    speeds up the next capture of the same directory."""
-    svc = services()
-    ws_id = workspace_id(svc.session_identity(session_id).options)
-    if ws_id is not None:
-        shutil.rmtree(tree_dir(svc.settings, ws_id), ignore_errors=True)
+def release(ws_id: str) -> None:
+    """After its session ended here: remove this host's copy of a store workspace's files
+    (the store keeps them; a resume writes them anew). The workspace's small git dir stays:
+    its index speeds up the next capture of the same directory. Given the workspace, not
+    the session: the session's end dropped its cached identity, which a read would fetch
+    again only to find the same workspace."""
+    shutil.rmtree(tree_dir(services().settings, ws_id), ignore_errors=True)
 
 
 def snapshot_step(session_id: str, step_key: str) -> str | None:

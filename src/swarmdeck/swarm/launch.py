@@ -17,6 +17,7 @@ from swarmdeck.errors import ConfigError, SwarmdeckError, UsageError
 from swarmdeck.models.available import normalize
 from swarmdeck.runtime.family import FAMILY_OPTION, Family
 from swarmdeck.runtime.host import SessionRequest
+from swarmdeck.runtime.project_docs import PROJECT_DOCS_OPTION
 from swarmdeck.runtime.services import Services
 from swarmdeck.runtime.session import KIND_OPTION
 from swarmdeck.swarm.coordinator import run_swarm
@@ -110,14 +111,15 @@ def _check_team_models(team: Team, svc: Services, aliases: dict[str, str]) -> No
             )
 
 
-def _swarm_family(task: str, svc: Services) -> Family:
+def _swarm_family(task: str, docs: str, svc: Services) -> Family:
     """What the coordinator and its members share (runtime/family.py): the swarm's context
-    and task, and the tools of a code member with the swarm's own and the plan tool, of
-    which a code member's core set and the plan tool are shown whole."""
+    and task, the project's instructions, and the tools of a code member with the swarm's
+    own and the plan tool, of which a code member's core set and the plan tool are shown
+    whole."""
     names = [t.name for t in svc.tools.for_mode("code", None)]
     names += [n for n in (*SWARM_TOOLS, SUBMIT_PLAN) if n not in names]
     return Family(
-        system=swarm_context(task),
+        system="\n\n".join(p for p in (swarm_context(task), docs) if p),
         tool_names=tuple(names),
         core=(*DEFAULT_CORE["code"], SUBMIT_PLAN),
         mode="code",
@@ -175,6 +177,7 @@ def prepare_swarm(req: SwarmRequest, svc: Services) -> SessionRequest:
     )
     session_id = new_session_id()
     first_line = next((ln.strip() for ln in req.task.splitlines() if ln.strip()), "")
+    docs = svc.project_docs_for(workdir)
     return SessionRequest(
         task=req.task,
         model=model,
@@ -185,10 +188,12 @@ def prepare_swarm(req: SwarmRequest, svc: Services) -> SessionRequest:
         tool_names=[SUBMIT_PLAN],
         options={
             **(
-                {FAMILY_OPTION: _swarm_family(req.task, svc).as_option()}
+                {FAMILY_OPTION: _swarm_family(req.task, docs, svc).as_option()}
                 if svc.settings.shared_prefix
                 else {}
             ),
+            # Stored even when empty: the host reads no file again (runtime/host.py).
+            PROJECT_DOCS_OPTION: docs,
             KIND_OPTION: SWARM_KIND,
             "group": session_id,
             "one_shot": True,

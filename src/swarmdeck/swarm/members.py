@@ -18,6 +18,7 @@ from swarmdeck.errors import SwarmdeckError
 from swarmdeck.models.available import normalize
 from swarmdeck.runtime.agents import agent_session, agent_tools
 from swarmdeck.runtime.family import FAMILY_OPTION
+from swarmdeck.runtime.project_docs import PROJECT_DOCS_OPTION
 from swarmdeck.runtime.services import Services, services
 from swarmdeck.runtime.traced import child_trace_options
 from swarmdeck.runtime.tree import broadcasts_of
@@ -209,6 +210,8 @@ def _create_member(
             "role": member["role"],
             "no_sandbox": spec.no_sandbox,
             **({"plugins": spec.plugins} if spec.plugins else {}),
+            # The coordinator's project instructions (runtime/project_docs.py).
+            **{k: v for k, v in coordinator.options.items() if k == PROJECT_DOCS_OPTION},
             # The coordinator's span: the member's spans join the swarm's trace.
             **child_trace_options(),
             # One cached prefix with the coordinator and the other members.

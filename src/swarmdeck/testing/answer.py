@@ -7,11 +7,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from swarmdeck.testing.prompt_cache import CacheUse
 from swarmdeck.testing.reply import Reply, ReplyToolCall, ReplyUsage, break_json, effective_usage
 from swarmdeck.testing.request import Api, FakeRequest
+
+if TYPE_CHECKING:
+    from swarmdeck.testing.tool_search import SearchTurn
 
 # A fixed creation time keeps whole responses deterministic.
 CREATED = 1_700_000_000
@@ -59,6 +62,10 @@ class Answer:
     reasoning: str | None
     calls: tuple[WireCall, ...]
     usage: ReplyUsage
+    # A search the model ran with the vendor's tool search, before its text and calls.
+    search: SearchTurn | None = None
+    # Anthropic's server paused the turn (Reply.pause_turn).
+    paused: bool = False
 
     @property
     def input_tokens(self) -> int:
@@ -99,7 +106,13 @@ def check_common(body: Any) -> list[Mapping[str, Any]]:
 
 
 def build_answer(
-    api: Api, reply: Reply, request: FakeRequest, *, malformed: bool, cache: CacheUse | None = None
+    api: Api,
+    reply: Reply,
+    request: FakeRequest,
+    *,
+    malformed: bool,
+    cache: CacheUse | None = None,
+    search: SearchTurn | None = None,
 ) -> Answer:
     """Resolve a reply for the wire: deterministic ids, broken arguments if asked."""
     prefix = "call" if api == "openai" else "toolu"
@@ -122,6 +135,8 @@ def build_answer(
         reasoning=reply.reasoning,
         calls=calls,
         usage=effective_usage(reply, request, cache),
+        search=search,
+        paused=reply.pause_turn,
     )
 
 

@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from swarmdeck.testing.answer import Answer, HttpError, bad_request, check_common, thirds, words
-from swarmdeck.testing.request import FakeRequest
+from swarmdeck.testing.request import SEARCH_TOOL_TYPES, FakeRequest
+from swarmdeck.testing.tool_search import check_tools
 
 _ANTHROPIC_ERRORS: dict[int, str] = {
     400: "invalid_request_error",
@@ -84,6 +85,8 @@ def _check_tools(tools: Any) -> None:
         if not isinstance(tool, Mapping) or not isinstance(tool.get("name"), str):
             raise bad_request(f"tools.{i}: a tool must be an object with a string 'name'")
         kind = tool.get("type", "custom")
+        if kind in SEARCH_TOOL_TYPES:
+            continue  # its name is checked with the deferred tools (testing/tool_search)
         if kind == "custom":
             if not isinstance(tool.get("input_schema"), Mapping):
                 raise bad_request(f"tools.{i}.custom.input_schema: Field required")
@@ -97,6 +100,7 @@ def validate(body: Any, quirks: frozenset[str]) -> FakeRequest:
     """Check a Messages request the way the real API would; 400 on a problem."""
     messages = check_common(body)
     _check_tools(body.get("tools"))
+    check_tools(body, messages)
     max_tokens = body.get("max_tokens")
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
         raise bad_request("missing or invalid required field 'max_tokens'")
@@ -148,6 +152,8 @@ def _tool_input(arguments: str) -> Any:
 
 def _stop_reason(answer: Answer) -> str:
     """Anthropic stop reason."""
+    if answer.paused:
+        return "pause_turn"
     return "tool_use" if answer.calls else "end_turn"
 
 
@@ -156,9 +162,16 @@ def _anthropic_has_text(answer: Answer) -> bool:
     return bool(answer.text) or not answer.calls
 
 
+def _search_blocks(answer: Answer) -> list[dict[str, Any]]:
+    """The blocks of the search the model ran, if it did: its use, then its result."""
+    if answer.search is None:
+        return []
+    return [answer.search.use_block(), answer.search.result_block()]
+
+
 def message(answer: Answer) -> dict[str, Any]:
     """A non-streamed Messages response."""
-    content: list[dict[str, Any]] = []
+    content: list[dict[str, Any]] = _search_blocks(answer)
     if _anthropic_has_text(answer):
         content.append({"type": "text", "text": answer.text})
     content += [
@@ -180,6 +193,12 @@ def message(answer: Answer) -> dict[str, Any]:
 def _anthropic_block_events(answer: Answer) -> list[dict[str, Any]]:
     """content_block_start / delta / stop events for every block."""
     blocks: list[tuple[dict[str, Any], str, str, list[str]]] = []
+    if answer.search is not None:
+        # The search's input streams as the model writes it; its result arrives whole.
+        use = {**answer.search.use_block(), "input": {}}
+        query = json.dumps(answer.search.input)
+        blocks.append((use, "input_json_delta", "partial_json", thirds(query)))
+        blocks.append((answer.search.result_block(), "", "", []))
     if _anthropic_has_text(answer):
         blocks.append(({"type": "text", "text": ""}, "text_delta", "text", words(answer.text)))
     for call in answer.calls:

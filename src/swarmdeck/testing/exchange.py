@@ -15,7 +15,7 @@ from email.utils import formatdate
 from typing import Any
 from urllib.parse import urlsplit
 
-from swarmdeck.testing import anthropic_wire, openai_wire, responses_wire
+from swarmdeck.testing import anthropic_wire, openai_wire, responses_wire, tool_search
 from swarmdeck.testing.answer import CREATED, Answer, HttpError, bad_request, build_answer, phrase
 from swarmdeck.testing.backend import Backend, RecordedRequest
 from swarmdeck.testing.prompt_cache import prompt_tokens
@@ -241,6 +241,11 @@ def _chat(
     request = wire.validate(body, fake.quirks)
     yield from _check_window(fake, api, request)
     reply = fake._reply(request)
+    search = None
+    # Chat Completions has no tool search; Anthropic's and the Responses API's do.
+    if api == "anthropic" or responses:
+        search = tool_search.run_search(reply, request)
+        tool_search.check_calls(reply, request, search)
     fault = (
         reply.fault
         if reply.fault is not None and fake._faults.fires(reply.fault, request)
@@ -255,7 +260,7 @@ def _chat(
         raise _Dropped
     malformed = bool(fault and fault.malformed_arguments)
     cache = fake.cache.serve(api, request.body, key)
-    answer = build_answer(api, reply, request, malformed=malformed, cache=cache)
+    answer = build_answer(api, reply, request, malformed=malformed, cache=cache, search=search)
     if responses:
         yield from _answer_responses(fake, answer, request, fault or Fault(), reply.chunk_delay)
     else:

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from swarmdeck.testing.request import Api
+from swarmdeck.testing.request import Api, deferred_tools, output_tools, tool_references
 
 CHARS_PER_TOKEN = 4
 DEFAULT_MIN_CACHED_TOKENS = 1024
@@ -74,23 +74,40 @@ def _text(value: Any) -> str:
 
 
 def _tool_text(tool: Mapping[str, Any]) -> str:
-    """A tool definition as the model reads it: name, description, schema."""
+    """A tool definition as the model reads it: name, description, schema (a Responses
+    namespace: its name and description, and those of its tools not deferred)."""
+    if tool.get("type") == "namespace":
+        inner = tool.get("tools") if isinstance(tool.get("tools"), list) else []
+        shown = "".join(
+            _tool_text(t) for t in inner if isinstance(t, Mapping) and not t.get("defer_loading")
+        )
+        return f"{tool.get('name', '')}{tool.get('description', '')}{shown}"
     function = tool.get("function") if isinstance(tool.get("function"), Mapping) else tool
     schema = function.get("parameters", function.get("input_schema", {}))
     return f"{function.get('name', '')}{function.get('description', '')}{json.dumps(schema)}"
 
 
 def _openai_pieces(body: Mapping[str, Any]) -> list[tuple[Any, str, bool]]:
-    """(what is hashed, its text, breakpoint) in cache order."""
+    """(what is hashed, its text, breakpoint) in cache order. A tool deferred to the
+    Responses API's hosted search weighs its name and description (what the model sees of
+    it) until a search loads it: its schema then weighs where the search's output stands."""
     pieces: list[tuple[Any, str, bool]] = [
-        (tool, _tool_text(tool), False)
+        (
+            tool,
+            _deferred_text(tool) if tool.get("defer_loading") is True else _tool_text(tool),
+            False,
+        )
         for tool in body.get("tools") or []
         if isinstance(tool, Mapping)
     ]
     for message in body.get("messages") or []:
         if not isinstance(message, Mapping):
             continue
-        text = _text(message.get("content"))
+        content = message.get("content")
+        text = _text(content)
+        for block in content if isinstance(content, list) else []:
+            if isinstance(block, Mapping) and block.get("type") == "tool_search_output":
+                text += "".join(_tool_text(tool) for _, tool in output_tools(block))
         for call in message.get("tool_calls") or []:
             function = call.get("function") if isinstance(call, Mapping) else None
             if isinstance(function, Mapping):
@@ -99,14 +116,21 @@ def _openai_pieces(body: Mapping[str, Any]) -> list[tuple[Any, str, bool]]:
     return pieces
 
 
-def _block_text(block: Mapping[str, Any]) -> str:
-    """The text of one Anthropic content block."""
+def _deferred_text(tool: Mapping[str, Any]) -> str:
+    """What the model sees of a deferred Responses tool before a search loads it."""
+    return f"{tool.get('name', '')}{tool.get('description', '')}"
+
+
+def _block_text(block: Mapping[str, Any], deferred: Mapping[str, Mapping[str, Any]]) -> str:
+    """The text of one Anthropic content block; a search result's is the schemas of the
+    deferred tools it found, as the API expands them where the reference stands."""
     kind = block.get("type")
-    if kind == "tool_use":
+    if kind in ("tool_use", "server_tool_use"):
         return f"{block.get('name', '')}{json.dumps(block.get('input', {}))}"
+    found = "".join(_tool_text(deferred[n]) for n in tool_references(block) if n in deferred)
     if kind == "tool_result":
-        return _text(block.get("content"))
-    return _text(block.get("text", ""))
+        return _text(block.get("content")) + found
+    return _text(block.get("text", "")) + found
 
 
 def _marked(item: Mapping[str, Any]) -> bool:
@@ -120,10 +144,12 @@ def _unmarked(item: Mapping[str, Any]) -> dict[str, Any]:
 
 def _anthropic_pieces(body: Mapping[str, Any]) -> list[tuple[Any, str, bool]]:
     """(what is hashed, its text, breakpoint) in cache order: tools, system, blocks."""
+    # A deferred tool is not in the prompt until a search finds it (testing/tool_search).
+    deferred = deferred_tools(body)
     pieces: list[tuple[Any, str, bool]] = [
         (_unmarked(tool), _tool_text(tool), _marked(tool))
         for tool in body.get("tools") or []
-        if isinstance(tool, Mapping)
+        if isinstance(tool, Mapping) and tool.get("name") not in deferred
     ]
     system = body.get("system")
     if isinstance(system, str) and system:
@@ -145,7 +171,11 @@ def _anthropic_pieces(body: Mapping[str, Any]) -> list[tuple[Any, str, bool]]:
         for block in content if isinstance(content, list) else []:
             if isinstance(block, Mapping):
                 pieces.append(
-                    ({"role": role, **_unmarked(block)}, _block_text(block), _marked(block))
+                    (
+                        {"role": role, **_unmarked(block)},
+                        _block_text(block, deferred),
+                        _marked(block),
+                    )
                 )
     return pieces
 

@@ -64,6 +64,12 @@ class Reply:
     tool_calls: tuple[ReplyToolCall, ...] = ()
     reasoning: str | None = None
     usage: ReplyUsage | None = None
+    # The query of a search with the request's tool search tool (Anthropic's), run by the
+    # fake over the deferred tools before the reply's text and calls (testing/tool_search).
+    tool_search: str | None = None
+    # Anthropic's server paused the turn (`pause_turn`: its own tool loop ran long): the
+    # client sends the turn back as it stands to have it go on.
+    pause_turn: bool = False
     delay: float = 0.0
     chunk_delay: float = 0.0
     fault: Fault | None = None

@@ -3,8 +3,10 @@ typed event stream, as Codex CLI and `openai.OpenAI().responses` speak it.
 
 A Responses request is read into the Chat Completions shape the rest of the fake knows
 (`instructions` a system message, `function_call` items an assistant message's tool calls,
-`function_call_output` items tool messages), so scripts, fault counters and the prompt
-cache treat it as they treat a chat request; the raw body is kept beside the messages."""
+`function_call_output` items tool messages, the hosted tool search's `tool_search_call` and
+`tool_search_output` items blocks of an assistant message's content, as Anthropic's search
+blocks are), so scripts, fault counters, the tool search and the prompt cache treat it as
+they treat a chat request; the raw body is kept beside the messages."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from swarmdeck.testing.answer import CREATED, Answer, WireCall, bad_request, thirds, words
-from swarmdeck.testing.request import FakeRequest
+from swarmdeck.testing.request import FakeRequest, deferred_tools, namespace_of
 
 _ROLES = frozenset({"user", "assistant", "system", "developer"})
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text", "refusal"})
@@ -22,6 +24,8 @@ _TEXT_PARTS = frozenset({"input_text", "output_text", "text", "refusal"})
 _IGNORED_ITEMS = frozenset({"reasoning", "item_reference", "compaction"})
 _CALL_ITEMS = {"function_call": "function", "custom_tool_call": "custom"}
 _OUTPUT_ITEMS = frozenset({"function_call_output", "custom_tool_call_output"})
+# The hosted tool search's items: what the model searched, what the server loaded.
+_SEARCH_ITEMS = frozenset({"tool_search_call", "tool_search_output"})
 
 
 def _text(content: Any) -> str:
@@ -47,6 +51,10 @@ def _check_tools(tools: Any) -> None:
             raise bad_request(f"tools[{i}] must be an object with a string 'type'")
         if tool["type"] in ("function", "custom") and not isinstance(tool.get("name"), str):
             raise bad_request(f"tools[{i}].name must be a string")
+        if tool["type"] == "namespace" and not (
+            isinstance(tool.get("name"), str) and isinstance(tool.get("tools"), list)
+        ):
+            raise bad_request(f"tools[{i}]: a namespace needs a string 'name' and 'tools'")
 
 
 def _call(index: int, item: Mapping[str, Any]) -> dict[str, Any]:
@@ -87,7 +95,11 @@ def _messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
             if role not in _ROLES:
                 raise bad_request(f"input[{i}].role {role!r} is not a valid role")
             text = _text(item.get("content"))
-            if role == "user" and messages and messages[-1]["role"] == "user":
+            last = messages[-1] if messages else {"role": None, "content": None}
+            if role == last["role"] == "assistant" and isinstance(last["content"], list):
+                # The text after a search is the same turn's.
+                last["content"].append({"type": "text", "text": text})
+            elif role == last["role"] == "user":
                 # User items in a row are one user turn: Codex sends its environment
                 # context, then the task, and a script's `match` looks for the task.
                 messages[-1]["content"] += "\n" + text
@@ -102,6 +114,8 @@ def _messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
                 last.setdefault("tool_calls", []).append(call)
             else:
                 messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind in _SEARCH_ITEMS:
+            _add_search_item(messages, dict(item))
         elif kind in _OUTPUT_ITEMS:
             call_id = item.get("call_id")
             if call_id not in calls and not chained:
@@ -114,6 +128,19 @@ def _messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
         else:
             raise bad_request(f"input[{i}].type {kind!r} is not supported by the fake LLM")
     return messages
+
+
+def _add_search_item(messages: list[dict[str, Any]], item: dict[str, Any]) -> None:
+    """A search item as a block of the assistant turn it belongs to (one it opens, when
+    the last message is not the model's)."""
+    last = messages[-1] if messages else None
+    if last is None or last["role"] != "assistant":
+        messages.append({"role": "assistant", "content": [item]})
+        return
+    if not isinstance(last["content"], list):
+        text = last["content"]
+        last["content"] = [{"type": "text", "text": text}] if text else []
+    last["content"].append(item)
 
 
 def validate(body: Any, quirks: frozenset[str]) -> FakeRequest:
@@ -172,19 +199,54 @@ def _text_part(text: str) -> dict[str, Any]:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
 
-def _call_item(call: WireCall, index: int, answer: Answer) -> dict[str, Any]:
-    """A whole `function_call` (or `custom_tool_call`) item."""
+def _call_item(
+    call: WireCall, index: int, answer: Answer, spaces: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Any]:
+    """A whole `function_call` (or `custom_tool_call`) item; a namespaced tool's call
+    names its namespace."""
     if call.custom:
         return {"id": f"ctc_{index}_{_suffix(answer)}", "type": "custom_tool_call",
                 "status": "completed", "call_id": call.id, "name": call.name,
                 "input": call.arguments}  # fmt: skip
-    return {"id": f"fc_{index}_{_suffix(answer)}", "type": "function_call",
+    item = {"id": f"fc_{index}_{_suffix(answer)}", "type": "function_call",
             "status": "completed", "call_id": call.id, "name": call.name,
             "arguments": call.arguments}  # fmt: skip
+    space = spaces.get(call.name)
+    return {**item, "namespace": space["name"]} if space else item
+
+
+def _search_items(answer: Answer, request: FakeRequest) -> list[dict[str, Any]]:
+    """The hosted search the model ran, if it did: its call, then what it loaded (the
+    found tools' definitions as the request gave them)."""
+    search = answer.search
+    if search is None:
+        return []
+    suffix = f"{request.turn}_{_suffix(answer)}"
+    deferred, spaces = deferred_tools(request.body), namespace_of(request.body)
+    loaded: list[dict[str, Any]] = []
+    opened: dict[str, dict[str, Any]] = {}
+    for name in (n for n in search.found if n in deferred):
+        tool = {k: v for k, v in deferred[name].items() if k != "defer_loading"}
+        space = spaces.get(name)
+        if not space:
+            loaded.append(tool)
+            continue
+        # A namespace's tools come back inside it.
+        if space["name"] not in opened:
+            opened[space["name"]] = {**space, "tools": []}
+            loaded.append(opened[space["name"]])
+        opened[space["name"]]["tools"].append(tool)
+    where = {"call_id": search.id, "execution": "server", "status": "completed"}
+    return [
+        {"id": f"tsc_{suffix}", "type": "tool_search_call", **where, "arguments": search.input},
+        {"id": f"tso_{suffix}", "type": "tool_search_output", **where, "tools": loaded},
+    ]
 
 
 def _opened(item: dict[str, Any], answer: Answer) -> dict[str, Any]:
     """An output item as `response.output_item.added` shows it: nothing in it yet."""
+    if item["type"] in _SEARCH_ITEMS:
+        return {**item, "status": "in_progress"}
     if item["type"] == "message":
         return _message_item(answer, False)
     if item["type"] == "reasoning":
@@ -193,12 +255,14 @@ def _opened(item: dict[str, Any], answer: Answer) -> dict[str, Any]:
     return {**item, "status": "in_progress", field: ""}
 
 
-def _output(answer: Answer) -> list[dict[str, Any]]:
-    """The answer's output items, whole: reasoning, the message, then each call."""
+def _output(answer: Answer, request: FakeRequest) -> list[dict[str, Any]]:
+    """The answer's output items, whole: reasoning, the search, the message, each call."""
     items = [_reasoning_item(answer, True)] if answer.reasoning is not None else []
+    items += _search_items(answer, request)
     if answer.text or not answer.calls:
         items.append(_message_item(answer, True))
-    items += [_call_item(c, i, answer) for i, c in enumerate(answer.calls)]
+    spaces = namespace_of(request.body)
+    items += [_call_item(c, i, answer, spaces) for i, c in enumerate(answer.calls)]
     return items
 
 
@@ -219,7 +283,7 @@ def response(
         "max_output_tokens": body.get("max_output_tokens"),
         "metadata": body.get("metadata") or {},
         "model": answer.model,
-        "output": _output(answer) if done else [],
+        "output": _output(answer, request) if done else [],
         "parallel_tool_calls": body.get("parallel_tool_calls", True),
         "previous_response_id": body.get("previous_response_id"),
         "reasoning": body.get("reasoning") or {"effort": None, "summary": None},
@@ -240,6 +304,8 @@ def _item_events(item: dict[str, Any], index: int, answer: Answer) -> list[dict[
     pieces, each piece's `done` with the whole."""
     where = {"item_id": item["id"], "output_index": index}
     kind = item["type"]
+    if kind in _SEARCH_ITEMS:
+        return []  # the server's own work arrives whole
     if kind == "message":
         part = {**where, "content_index": 0}
         return [
@@ -275,7 +341,7 @@ def stream(answer: Answer, request: FakeRequest, *, usage: bool = True) -> list[
         {"type": "response.created", "response": started},
         {"type": "response.in_progress", "response": started},
     ]
-    for index, item in enumerate(_output(answer)):
+    for index, item in enumerate(_output(answer, request)):
         opened = _opened(item, answer)
         events.append({"type": "response.output_item.added", "output_index": index, "item": opened})
         events += _item_events(item, index, answer)

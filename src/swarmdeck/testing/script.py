@@ -124,6 +124,8 @@ class TurnSpec(_Strict):
     tool_calls: list[ToolCallSpec] = Field(default_factory=list)
     reasoning: str | None = None
     usage: UsageSpec | None = None
+    # A search with the request's tool search tool (Anthropic's), before the text and calls.
+    tool_search: str | None = Field(default=None, min_length=1)
     delay: float = Field(default=0.0, ge=0)
     # Seconds between the events of a streamed answer (a slow model writing).
     chunk_delay: float = Field(default=0.0, ge=0)
@@ -207,6 +209,9 @@ def _reply_from_turn(turn: TurnSpec, request: FakeRequest) -> Reply:
         tool_calls=calls,
         reasoning=None if turn.reasoning is None else render_placeholders(turn.reasoning, request),
         usage=_usage_from_spec(turn.usage),
+        tool_search=None
+        if turn.tool_search is None
+        else render_placeholders(turn.tool_search, request),
         delay=turn.delay,
         chunk_delay=turn.chunk_delay,
         fault=_fault_from_spec(turn.fault),

@@ -3,8 +3,10 @@ output cap, and nothing left running afterwards.
 
 Three sandboxes, best first: bubblewrap (a new root showing only what tools need, no
 network, its own pid namespace), Landlock (the kernel confines the command's reads, writes
-and TCP; a network namespace too where one can be made), or none. Outside bubblewrap every
-command runs under the launcher (jail/launcher.py), which kills whatever it left behind.
+and TCP; a network namespace too where one can be made), or none. A command runs in its
+session's kept executor for its layout (jail/executors.py: started once, a supervisor per
+command kills whatever it left behind); where none can start, in a sandbox of its own: bwrap,
+or the launcher (jail/launcher.py) outside bubblewrap.
 """
 
 from __future__ import annotations
@@ -24,7 +26,10 @@ from pathlib import Path
 from swarmdeck.errors import PermissionDeniedError, ToolError
 from swarmdeck.secrets.redact import default_redactor
 from swarmdeck.tools.bwrap import bwrap_args
-from swarmdeck.tools.jail.command import landlock_rules, launcher_argv
+from swarmdeck.tools.jail import executors
+from swarmdeck.tools.jail.capture import DRAIN_GRACE_S, REAP_GRACE_S, Capture, pump
+from swarmdeck.tools.jail.command import Layout, landlock_rules, launcher_options
+from swarmdeck.tools.jail.kept import ExecutorGoneError, run_kept
 from swarmdeck.tools.jail.opted_out import open_bwrap_args, open_landlock_rules
 from swarmdeck.tools.policy import RUNS_ANOTHER_RE
 from swarmdeck.tools.sandbox_info import (  # noqa: F401 (the sandbox's public names)
@@ -45,13 +50,8 @@ ENV_ALLOW = frozenset({"LANG", "LANGUAGE", "TERM", "TZ"})
 ENV_ALLOW_PREFIXES = ("LC_",)
 # A name with one of these fragments never reaches a tool, even through `extra`.
 SECRET_NAME_RE = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
-# How long to wait for the last output once the process is gone (a grandchild that escaped
-# the process group can hold the pipe open forever).
-DRAIN_GRACE_S = 1.0
-# How long a stopped process may take to end, and the longest poll interval.
-REAP_GRACE_S = 5.0
+# The longest poll interval of a process's end.
 POLL_MAX_S = 0.01
-READ_CHUNK = 65_536
 
 
 @dataclass(frozen=True)
@@ -227,26 +227,28 @@ async def run_command(
     hidden_paths: Sequence[Path] = (),
     extra_writable: Sequence[Path] = (),
     sandbox: SandboxInfo | None = None,
+    kept: bool = True,
 ) -> CommandResult:
     """Run argv (never a shell string) in `sandbox` (default: the best one here) with a
-    rebuilt env, a timeout and a capped output."""
+    rebuilt env, a timeout and a capped output: in the kept executor of its layout, or
+    (`kept` False, or no executor could start) in a sandbox of its own."""
     if isinstance(argv, str) or not argv:
         raise ToolError("argv must be a non-empty list of strings")
     workdir, run_dir = Path(workdir).resolve(), Path(run_dir).resolve()
     if not workdir.is_dir():
         raise ToolError(f"the workdir does not exist: {workdir}")
     info = sandbox or await asyncio.to_thread(detect_sandbox)
-    env = await asyncio.to_thread(build_env, run_dir)
-    # Every layout hides these: swarmdeck homes (this one, the default, any in the workdir)
-    # and the user's credential dirs.
-    hidden = [*default_hidden_paths(), *hidden_paths, *swarmdeck_homes_within(workdir)]
-    full, runner = await asyncio.to_thread(
-        _command_line, argv, info, env, workdir=workdir, run_dir=run_dir, writable=writable,
-        network=network, hidden_paths=hidden, extra_writable=extra_writable,
+    env, layout, key = await asyncio.to_thread(
+        _prepare, info, workdir=workdir, run_dir=run_dir, writable=writable, network=network,
+        hidden_paths=hidden_paths, extra_writable=extra_writable,
     )  # fmt: skip
+    if kept:
+        done = await _run_kept(layout, key, argv, env, workdir, timeout_s, output_cap, info)
+        if done is not None:
+            return done
     try:
         proc = await asyncio.create_subprocess_exec(
-            *full,
+            *layout.command_line(argv),
             cwd=workdir,
             env=env,
             stdin=asyncio.subprocess.DEVNULL,
@@ -259,11 +261,66 @@ async def run_command(
         return CommandResult(127, f"command not found: {argv[0]}", False, False, info.kind)
     except PermissionError:
         return CommandResult(126, f"permission denied: {argv[0]}", False, False, info.kind)
-    return await _supervise(proc, timeout_s, output_cap, info.kind, runner)
+    return await _supervise(proc, timeout_s, output_cap, info.kind, layout.runner)
 
 
-def _command_line(
+def _prepare(
+    info: SandboxInfo,
+    *,
+    workdir: Path,
+    run_dir: Path,
+    writable: bool,
+    network: bool,
+    hidden_paths: Sequence[Path],
+    extra_writable: Sequence[Path],
+) -> tuple[dict[str, str], Layout, executors.Key]:
+    """Off the loop, in one go: a run's environment, its layout and its executor's key."""
+    env = build_env(run_dir)
+    # Every layout hides these: swarmdeck homes (this one, the default, any in the workdir)
+    # and the user's credential dirs.
+    hidden = [*default_hidden_paths(), *hidden_paths, *swarmdeck_homes_within(workdir)]
+    layout = _layout(
+        info, env, workdir=workdir, run_dir=run_dir, writable=writable, network=network,
+        hidden_paths=hidden, extra_writable=extra_writable,
+    )  # fmt: skip
+    return env, layout, executors.key_of(layout, run_dir)
+
+
+async def _run_kept(
+    layout: Layout,
+    key: executors.Key,
     argv: list[str],
+    env: dict[str, str],
+    workdir: Path,
+    timeout_s: float,
+    cap: int,
+    info: SandboxInfo,
+) -> CommandResult | None:
+    """Run argv in the kept executor of `layout`; None when none could take it (it never
+    started: the one-shot path runs it, confined the same way)."""
+    for _attempt in range(2):  # an executor found dead before the command started: anew
+        executor = await executors.acquire(key, layout, env)
+        if executor is None:
+            return None
+        capture = Capture(max(cap, 0))
+        try:
+            ended = await run_kept(
+                executor, argv, env=env, cwd=str(workdir), timeout_s=timeout_s, capture=capture
+            )
+        except ExecutorGoneError:
+            executors.release(executor, failed=True)
+            raise
+        except BaseException:  # a cancelled call: its command is killed, the executor kept
+            executors.release(executor)
+            raise
+        executors.release(executor, failed=ended is None)
+        if ended is not None:
+            code, output, truncated = ended.exit_code, capture.text(), capture.truncated
+            return CommandResult(code, output, ended.timed_out, truncated, info.kind)
+    return None
+
+
+def _layout(
     info: SandboxInfo,
     env: dict[str, str],
     *,
@@ -274,9 +331,9 @@ def _command_line(
     hidden_paths: list[Path],
     extra_writable: Sequence[Path],
     extra_readable: Sequence[Path] = (),
-) -> tuple[list[str], SandboxKind]:
-    """The full command line of one run, and what runs it (bwrap, or the launcher with or
-    without Landlock). Without a sandbox the home is still hidden, or the run is refused."""
+) -> Layout:
+    """What confines one run: bwrap, or the launcher (or an executor) with Landlock's rules.
+    Without a sandbox the home is still hidden, or the run is refused."""
     places = {
         "workdir": workdir,
         "run_dir": run_dir,
@@ -286,18 +343,17 @@ def _command_line(
     if info.available:
         places |= {"writable": writable, "hidden_paths": hidden_paths}
         if info.kind == "bwrap":
-            return [*bwrap_args(env=env, network=network, **places), "--", *argv], "bwrap"
-        return launcher_argv(argv, network=network, landlock_rules=landlock_rules(**places)), (
-            "landlock"
-        )
-    shield = home_shield()
-    if shield is None:
-        raise PermissionDeniedError(no_shield_reason())
-    places["hidden_paths"] = hidden_paths
-    if shield == "bwrap":
-        return [*open_bwrap_args(env=env, network=network, **places), "--", *argv], "bwrap"
-    rules = open_landlock_rules(**places)
-    return launcher_argv(argv, network=network, landlock_rules=rules), "landlock"
+            return Layout("bwrap", tuple(bwrap_args(env=env, network=network, **places)))
+        rules = landlock_rules(**places)
+    else:
+        shield = home_shield()
+        if shield is None:
+            raise PermissionDeniedError(no_shield_reason())
+        places["hidden_paths"] = hidden_paths
+        if shield == "bwrap":
+            return Layout("bwrap", tuple(open_bwrap_args(env=env, network=network, **places)))
+        rules = open_landlock_rules(**places)
+    return Layout("landlock", tuple(launcher_options(network=network, landlock_rules=rules)))
 
 
 @dataclass(frozen=True)
@@ -326,49 +382,11 @@ def confine(
     workdir, run_dir = workdir.resolve(), run_dir.resolve()
     env = build_env(run_dir)
     hidden = [*default_hidden_paths(), *swarmdeck_homes_within(workdir)]
-    full, runner = _command_line(
-        argv, sandbox, env, workdir=workdir, run_dir=run_dir, writable=writable,
+    layout = _layout(
+        sandbox, env, workdir=workdir, run_dir=run_dir, writable=writable,
         network=network, hidden_paths=hidden, extra_writable=(), extra_readable=readable,
     )  # fmt: skip
-    return Confined(full, env, runner, sandbox)
-
-
-class _Capture:
-    """Keeps the head and the tail of a stream within a byte budget."""
-
-    def __init__(self, cap: int) -> None:
-        self.head_cap = cap - cap // 2
-        self.tail_cap = cap // 2
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def feed(self, chunk: bytes) -> None:
-        self.total += len(chunk)
-        room = self.head_cap - len(self.head)
-        if room > 0:
-            self.head += chunk[:room]
-            chunk = chunk[room:]
-        if chunk and self.tail_cap:
-            self.tail += chunk
-            del self.tail[: max(0, len(self.tail) - self.tail_cap)]
-
-    @property
-    def truncated(self) -> bool:
-        return self.total > len(self.head) + len(self.tail)
-
-    def text(self) -> str:
-        head = self.head.decode("utf-8", errors="replace")
-        if not self.truncated:
-            return head + self.tail.decode("utf-8", errors="replace")
-        omitted = self.total - len(self.head) - len(self.tail)
-        note = f"\n[... output truncated: {omitted} of {self.total} bytes omitted ...]\n"
-        return head + note + self.tail.decode("utf-8", errors="replace")
-
-
-async def _pump(stream: asyncio.StreamReader, capture: _Capture) -> None:
-    while chunk := await stream.read(READ_CHUNK):
-        capture.feed(chunk)
+    return Confined(layout.command_line(argv), env, layout.runner, sandbox)
 
 
 def _kill_group(pid: int) -> None:
@@ -415,8 +433,8 @@ async def _supervise(
     launcher, the launcher is asked first: it kills what it adopted, then the group goes.
     """
     assert proc.stdout is not None
-    capture = _Capture(max(cap, 0))
-    reader = asyncio.create_task(_pump(proc.stdout, capture))
+    capture = Capture(max(cap, 0))
+    reader = asyncio.create_task(pump(proc.stdout, capture))
     launched = runner != "bwrap"
     try:
         timed_out = not await _wait_exit(proc, timeout_s)

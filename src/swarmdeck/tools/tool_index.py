@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from swarmdeck.models.edit_shapes import APPLY_PATCH, EDIT_FILE, TEXT_EDITOR, EditShape
+from swarmdeck.models.types import ToolSpec
 from swarmdeck.tools.base import READ_ONLY_MODES, Tool
 
 LOAD_TOOLS = "load_tools"
@@ -38,6 +39,8 @@ EDIT_TOOL_OF_SHAPE = {
     "anthropic_text_editor": TEXT_EDITOR,
 }
 PHRASE_WORDS = 6
+LOAD_HEAD = "Tools to load_tools(names=[...]) first:"
+SEARCH_HEAD = "Tools to find with your tool search first (by name or words):"
 GROUP_NAMES = 3
 # Words a phrase cut short must not end on.
 _DANGLING = {
@@ -49,10 +52,28 @@ _DANGLING = {
 @dataclass(frozen=True)
 class Offer:
     """What one turn shows the model: the tools whose schemas it carries, in a cache-stable
-    order, and the index of the others."""
+    order, and the index of the others; `search` names the vendor's tool search variant
+    when the vendor finds and loads those (models/tool_search.py), instead of load_tools."""
 
     shown: list[Tool]
     indexed: list[Tool]
+    search: str | None = None
+
+    def specs(self) -> list[ToolSpec]:
+        """The schemas the request sends: those shown, then, for the vendor's tool search,
+        the indexed ones marked deferred (not in the prompt until it finds them)."""
+        specs = [t.spec() for t in self.shown]
+        if self.search is not None:
+            specs += [
+                replace(t.spec(), deferred=True, group=t.group)
+                for t in self.indexed
+                if t not in self.shown
+            ]
+        return specs
+
+    def index(self) -> str:
+        """The index as the system prompt carries it."""
+        return index_text(self.indexed, searched=self.search is not None)
 
 
 def core_tools(mode: str, chosen: Sequence[str] | None, shape: EditShape) -> frozenset[str]:
@@ -70,16 +91,22 @@ def for_shape(tools: list[Tool], shape: EditShape) -> list[Tool]:
 
 
 def split_offer(
-    tools: list[Tool], core: frozenset[str], loaded: Iterable[str], load_tools: Tool | None
+    tools: list[Tool],
+    core: frozenset[str],
+    loaded: Iterable[str],
+    load_tools: Tool | None,
+    search: str | None = None,
 ) -> Offer:
     """Split the tools a session may use into those shown whole (core and eager ones, then
     `load_tools`, then those loaded, in the order they were) and those the index names. The
     index does not depend on what was loaded: it sits in the system prompt, which must stay
-    byte for byte the same for a cache to keep serving it."""
+    byte for byte the same for a cache to keep serving it. With the vendor's tool `search`
+    there is no load_tools: what a search found lives in the history, where the vendor
+    expands it (what is loaded then is a skill's tools, shown whole as on every scheme)."""
     by_name = {t.name: t for t in tools}
     shown = [t for t in tools if (t.name in core or t.eager) and t.name != LOAD_TOOLS]
     indexed = [t for t in tools if t not in shown and t.name != LOAD_TOOLS]
-    if indexed and load_tools is not None:
+    if indexed and load_tools is not None and search is None:
         shown.append(load_tools)
     taken = {t.name for t in shown}
     for name in loaded:
@@ -87,7 +114,7 @@ def split_offer(
         if tool is not None and name not in taken:
             shown.append(tool)
             taken.add(name)
-    return Offer(shown, indexed)
+    return Offer(shown, indexed, search)
 
 
 def index_phrase(tool: Tool) -> str:
@@ -99,9 +126,10 @@ def index_phrase(tool: Tool) -> str:
     return " ".join(words).rstrip(",")
 
 
-def index_text(indexed: list[Tool]) -> str:
+def index_text(indexed: list[Tool], searched: bool = False) -> str:
     """The index as the system prompt carries it: a line a tool, and a line a group (an MCP
-    server: its first tools' names; load_tools(search=GROUP) lists them all)."""
+    server: its first tools' names; load_tools(search=GROUP) lists them all); `searched`
+    when the vendor's tool search finds them rather than load_tools."""
     if not indexed:
         return ""
     lines = [f"- {t.name}: {index_phrase(t)}" for t in indexed if t.group is None]
@@ -113,7 +141,8 @@ def index_text(indexed: list[Tool]) -> str:
         more = ", …" if len(names) > GROUP_NAMES else ""
         shown = ", ".join(names[:GROUP_NAMES])
         lines.append(f"- {group} (MCP, {len(names)} tools: search {group!r}): {shown}{more}")
-    return "Tools to load_tools(names=[...]) first:\n" + "\n".join(lines)
+    head = SEARCH_HEAD if searched else LOAD_HEAD
+    return head + "\n" + "\n".join(lines)
 
 
 def search_index(indexed: Iterable[Tool], words: str, most: int = 16) -> list[Tool]:

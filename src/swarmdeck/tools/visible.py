@@ -9,6 +9,8 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from swarmdeck.config import home_dir
@@ -74,10 +76,17 @@ def interpreter_dirs() -> list[Path]:
     home, /tmp) would bring everything beside it."""
     candidates = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix]
     candidates += _pth_dirs()
-    dirs = {_real(p) for p in candidates if os.path.isdir(p)}
+    return list(_outermost(tuple(p for p in candidates if os.path.isdir(p))))
+
+
+@functools.lru_cache(maxsize=8)
+def _outermost(candidates: tuple[str, ...]) -> tuple[Path, ...]:
+    """The real paths of `candidates` outside the system dirs, outermost only (cached: the
+    .pth files that name them are read at every call)."""
+    dirs = {_real(p) for p in candidates}
     system = [_real(d) for d in SYSTEM_DIRS]
     dirs = {d for d in dirs if not any(d.is_relative_to(s) for s in system) and d != Path("/")}
-    return sorted(d for d in dirs if not any(d != o and d.is_relative_to(o) for o in dirs))
+    return tuple(sorted(d for d in dirs if not any(d != o and d.is_relative_to(o) for o in dirs)))
 
 
 def _pth_dirs() -> list[str]:
@@ -104,6 +113,10 @@ def system_dirs() -> list[Path]:
 
 def etc_secrets() -> list[Path]:
     """The secret entries of /etc that exist here."""
+    return _etc_cached("secrets", _find_etc_secrets)
+
+
+def _find_etc_secrets() -> list[Path]:
     found = [Path("/etc") / name for name in sorted(ETC_SECRETS)]
     found += [Path("/etc/ssl") / name for name in sorted(ETC_SSL_SECRETS)]
     return [p for p in found if os.path.lexists(p)]
@@ -111,6 +124,38 @@ def etc_secrets() -> list[Path]:
 
 def etc_entries() -> list[Path]:
     """The entries of /etc a tool may read: all but the secrets (Landlock only allows)."""
+    return _etc_cached("entries", _list_etc)
+
+
+_EtcMark = tuple[tuple[int, int, int] | None, ...]
+_ETC_SEEN: dict[str, tuple[_EtcMark, list[Path]]] = {}
+_STILL_NS = 2_000_000_000
+
+
+def _etc_cached(what: str, find: Callable[[], list[Path]]) -> list[Path]:
+    """`find()`, found again only when /etc or /etc/ssl changed (an entry added, removed or
+    renamed changes its directory's mtime): both run at every tool command."""
+    marks = []
+    for folder in ("/etc", "/etc/ssl"):
+        try:
+            found = os.stat(folder)
+        except OSError:
+            marks.append(None)
+            continue
+        marks.append((found.st_dev, found.st_ino, found.st_mtime_ns))
+    seen = _ETC_SEEN.get(what)
+    if seen is not None and seen[0] == tuple(marks):
+        return list(seen[1])
+    listed_at = time.time_ns()
+    found_now = find()
+    # An mtime is coarse (a clock tick): a change within the tick of this listing would
+    # leave it unchanged, so a listing is kept only once its dirs were still for a while.
+    if all(m is None or m[2] < listed_at - _STILL_NS for m in marks):
+        _ETC_SEEN[what] = (tuple(marks), found_now)
+    return found_now
+
+
+def _list_etc() -> list[Path]:
     entries: list[Path] = []
     with os.scandir("/etc") as it:
         for entry in it:

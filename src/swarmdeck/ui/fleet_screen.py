@@ -94,6 +94,7 @@ class FleetScreen(ModalScreen[None]):
             return
         self.summary = summary
         head.update(head_line(summary))
+        self.remember_folds(tree)
         cursor = tree.cursor_line
         tree.clear()
         if not summary.hosts:
@@ -120,11 +121,19 @@ class FleetScreen(ModalScreen[None]):
                     worker.add_leaf(session_label(record), f"session:{record.id}")
         tree.cursor_line = cursor
 
-    def on_tree_node_collapsed(self, event: Tree.NodeCollapsed[str]) -> None:
-        """Remember a fold across refreshes."""
-        if event.node.data:
-            self.folded.add(event.node.data)
+    def remember_folds(self, tree: Tree[str]) -> None:
+        """Note which hosts and workers are folded, read from the tree itself before a rebuild.
 
-    def on_tree_node_expanded(self, event: Tree.NodeExpanded[str]) -> None:
-        """Forget it when unfolded again."""
-        self.folded.discard(event.node.data or "")
+        Read here rather than from the tree's NodeCollapsed messages: a refresh queued before
+        a fold's message reached the screen would rebuild the host unfolded.
+        """
+        stack = list(tree.root.children)
+        while stack:
+            node = stack.pop()
+            stack.extend(node.children)
+            if not node.data or not node.allow_expand:
+                continue
+            if node.is_expanded:
+                self.folded.discard(node.data)
+            else:
+                self.folded.add(node.data)

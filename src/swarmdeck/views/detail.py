@@ -125,10 +125,13 @@ def context_line(context: dict[str, Any]) -> str:
     runtime: Any = context["runtime"]
     own = runtime["system"] + runtime["tools"]
     compacted = f" · compacted {context['compactions']}x" if context["compactions"] else ""
+    project = runtime.get("project") or 0  # turns stored before the figure existed: none
+    docs = f" · project instructions {project}" if project else ""
     return (
         f"context: last prompt {context['prompt_tokens']} of {context['window']} tokens "
         f"({context['tokenizer']}){compacted} · runtime per turn {own}: system prompt "
-        f"{runtime['system']} (skill index {runtime['skills']}), tool schemas {runtime['tools']}"
+        f"{runtime['system']} (skill index {runtime['skills']}), tool schemas "
+        f"{runtime['tools']}{docs}"
     )
 
 

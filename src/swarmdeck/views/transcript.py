@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from swarmdeck.catalog.records import (
     BUDGET_NOTE_KIND,
@@ -62,6 +63,51 @@ class Entry:
         return bool(self.body)
 
 
+def tool_searches(blocks: list[dict[str, Any]]) -> list[str]:
+    """A line per search of the vendor's tool search in a turn's blocks: what the model
+    asked for and which deferred tools came back (Anthropic's blocks, models/tool_search.py;
+    the Responses API's items, models/responses_items.py)."""
+    found: dict[str, str] = {}
+    for block in blocks:
+        if block.get("type") == "tool_search_output":
+            # OpenAI's Responses API: the output carries the tools it loaded.
+            names = _tool_names(block.get("tools"))
+            found[str(block.get("call_id"))] = ", ".join(names) or "nothing"
+        if block.get("type") != "tool_search_tool_result":
+            continue
+        content = block.get("content") or {}
+        refs = content.get("tool_references") if isinstance(content, dict) else None
+        names = [str(r.get("tool_name")) for r in refs or [] if isinstance(r, dict)]
+        error = content.get("error_code") if isinstance(content, dict) else None
+        found[str(block.get("tool_use_id"))] = (
+            ", ".join(names) or "nothing" if error is None else f"error: {error}"
+        )
+    lines = []
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "server_tool_use":
+            asked = (block.get("input") or {}).get("query", "")
+            result = found.get(str(block.get("id")), "(no answer)")
+            lines.append(f"tool search({asked!r}) → {result}")
+        elif kind == "tool_search_call":
+            arguments = block.get("arguments")
+            asked = arguments.get("query", "") if isinstance(arguments, dict) else arguments
+            result = found.get(str(block.get("call_id")), "(no answer)")
+            lines.append(f"tool search({asked or ''!r}) → {result}")
+    return lines
+
+
+def _tool_names(tools: Any) -> list[str]:
+    """The names of the tools a Responses search output loaded (a namespace's included)."""
+    names: list[str] = []
+    for tool in tools if isinstance(tools, list) else []:
+        if isinstance(tool, dict) and tool.get("type") == "namespace":
+            names += _tool_names(tool.get("tools"))
+        elif isinstance(tool, dict) and tool.get("name"):
+            names.append(str(tool["name"]))
+    return names
+
+
 @dataclass
 class Transcript:
     """Entries in order, built up event by event (a follower adds events as they land)."""
@@ -89,6 +135,8 @@ class Transcript:
                 new.append(
                     Entry(ev.id, ev.ts, "model", _head(text), text if len(text) > 80 else "")
                 )
+            for line in tool_searches(p.get("blocks") or []):
+                new.append(Entry(ev.id, ev.ts, "call", line))
             for call in p.get("tool_calls") or []:
                 entry = Entry(
                     ev.id,

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from swarmdeck.config import home_dir, sandbox_opted_out
-from swarmdeck.tools.jail.command import launcher_argv
+from swarmdeck.tools.jail.command import launcher_argv, launcher_options
 from swarmdeck.tools.jail.opted_out import open_bwrap_args, open_landlock_rules
 from swarmdeck.tools.sandbox import detect_sandbox, no_shield_reason
 from swarmdeck.tools.visible import swarmdeck_homes_within
@@ -43,7 +43,7 @@ def shielded_argv(command: str, args: list[str], cwd: Path | None) -> list[str]:
         return [*prefix, "--", command, *args]
     if kind == "landlock":
         rules = open_landlock_rules(workdir=where, run_dir=where, hidden_paths=hidden)
-        return launcher_argv([command, *args], network=True, landlock_rules=rules)
+        return launcher_argv([command, *args], launcher_options(network=True, landlock_rules=rules))
     if sandbox_opted_out():
         return [command, *args]
     raise NoShield(

@@ -360,16 +360,19 @@ class Engine:
     async def _retire(self, session_id: str) -> None:
         current = await current_generation(self.services, session_id)
         old = workflow_id(session_id, current)
+        self._handles.pop(old, None)  # retired: session_outcome must not wait on it
         if await self.workflow_status(old) in ("PENDING", "ENQUEUED"):
             await DBOS.cancel_workflow_async(old)
         await run_in_thread(advance_generation, session_id, current)
 
     async def session_outcome(self, session_id: str) -> dict[str, Any]:
         """Wait for the session's workflow to end (following rollovers and takeovers) and
-        return its outcome."""
+        return its outcome. A first generation this process started needs no read."""
+        wf, handle = session_id, self._handles.pop(workflow_id(session_id, 0), None)
         while True:
-            wf = await self.current_workflow(session_id)
-            handle = self._handles.pop(wf, None)
+            if handle is None:
+                wf = await self.current_workflow(session_id)
+                handle = self._handles.pop(wf, None)
             try:
                 if handle is None:
                     handle = await DBOS.retrieve_workflow_async(wf)
@@ -378,6 +381,7 @@ class Engine:
             except Exception as exc:  # cancelled or failed workflows raise here
                 status = (await run_in_thread(self.services.catalog.get_session, session_id)).status
                 return {"status": status, "reason": type(exc).__name__}
+            handle = None
             if outcome and outcome.get("status") == SUPERSEDED:
                 # Another execution runs it now: wait for the outcome it records.
                 await asyncio.sleep(RESULT_POLL_SECONDS)

@@ -134,7 +134,9 @@ class PromptClaims:
                 queue, executor_id, app_version, partition_key, local_running_count, *args, **kwargs
             )
         with self._lock:
-            running = max(local_running_count, self._running())
+            # DBOS counted this process's running sessions for us (an O(sessions) walk of its
+            # active set, on every poll); 0 may mean "not counted" (claim_now).
+            running = self._running(local_running_count or None)
             room = self._fair_room(queue, executor_id, running)
             if room is not None:
                 if room <= 0:
@@ -199,18 +201,21 @@ class PromptClaims:
             self._latest = (app_version, now + self.LATEST_VERSION_TTL_S, latest)
         return self._latest[2]
 
-    def _running(self) -> int:
-        """This process's sessions on the fleet's queue, with those claimed but not yet
-        dispatched (caller holds the lock)."""
+    def _running(self, counted: int | None = None) -> int:
+        """This process's sessions on the fleet's queue (`counted`, when the caller has the
+        count), with those claimed but not yet dispatched (caller holds the lock)."""
         active = self.dbos._active_workflows_set
-        now = time.monotonic()
-        running_ids = set(active.activeList())
-        self._recent = {
-            wf: at
-            for wf, at in self._recent.items()
-            if now - at < self.RECENT_S and wf not in running_ids
-        }
-        return active.count_for_queue(SESSIONS_QUEUE) + len(self._recent)
+        if self._recent:  # a worker holding thousands of waiting sessions polls 20 times a second
+            now = time.monotonic()
+            running_ids = set(active.activeList())
+            self._recent = {
+                wf: at
+                for wf, at in self._recent.items()
+                if now - at < self.RECENT_S and wf not in running_ids
+            }
+        if counted is None:
+            counted = active.count_for_queue(SESSIONS_QUEUE)
+        return counted + len(self._recent)
 
     def claim_now(self) -> int:
         """Claim what the fleet's queue holds, as far as its limits allow, and start it here;

@@ -45,7 +45,11 @@ APP_VERSION = "swarmdeck-0.1.0"
 # 2: a wait sleeps on its first look's answer, without a second look before the sleep.
 # 3: an idle session woken by a person's message takes it at once, with no quiet gap for a
 #    batch (only children's news is batched).
-WORKFLOW_FORMAT = 3
+# 4: a wait takes no step before it sleeps (its deadline counts from the time its turn's
+#    latest entry was journaled) and looks at the inbox only when the doorbell rings early;
+#    an idle session's statuses take no steps (`idle` is stored with the turn that rests,
+#    `running` with the drain that wakes it).
+WORKFLOW_FORMAT = 4
 
 
 # The fleet's queue of sessions (DBOS reserves names starting with `_dbos_`).

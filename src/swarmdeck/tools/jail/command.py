@@ -1,14 +1,17 @@
-"""The launcher's command line for one tool run outside bubblewrap (see launcher.py)."""
+"""The launcher's command line for one tool run outside bubblewrap (see launcher.py), and
+the kept executor's (see executor.py)."""
 
 from __future__ import annotations
 
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from swarmdeck.errors import PermissionDeniedError
 from swarmdeck.tools.paths import credential_reason
+from swarmdeck.tools.sandbox_info import SandboxKind
 from swarmdeck.tools.visible import (
     etc_entries,
     interpreter_dirs,
@@ -16,23 +19,37 @@ from swarmdeck.tools.visible import (
 )
 
 LAUNCHER = Path(__file__).with_name("launcher.py")
+EXECUTOR = Path(__file__).with_name("executor.py")
 # Devices a program may open for writing (everything else under /dev stays closed).
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
 
 
-def launcher_argv(
-    argv: Sequence[str], *, network: bool, landlock_rules: dict[str, list[str]] | None
-) -> list[str]:
-    """`python -I -S launcher.py OPTIONS -- argv`, confined by `landlock_rules` if any."""
+def launcher_options(*, network: bool, landlock_rules: dict[str, list[str]] | None) -> list[str]:
+    """The options the launcher (or the executor) confines a command by."""
     options = ["--network"] if network else []
     if landlock_rules is not None:
         options.append("--landlock")
         options += [f"--{kind}={path}" for kind, paths in landlock_rules.items() for path in paths]
+    return options
+
+
+def launcher_argv(argv: Sequence[str], options: Sequence[str]) -> list[str]:
+    """`python -I -S launcher.py OPTIONS -- argv` (OPTIONS: launcher_options)."""
     return [sys.executable, "-I", "-S", str(LAUNCHER), *options, "--", *argv]
 
 
+def executor_argv(options: Sequence[str], control_fd: int) -> list[str]:
+    """`python -I -S executor.py OPTIONS --control=FD --`: a kept executor's command line.
+    The interpreter's path normalised: bubblewrap shows its dir, not a `bench/..` on the way."""
+    python = os.path.normpath(sys.executable)
+    return [python, "-I", "-S", str(EXECUTOR), *options, f"--control={control_fd}", "--"]
+
+
 def _inside(path: Path, root: Path) -> bool:
-    return path != root and root in path.parents
+    """`path` lies strictly beneath `root` (both absolute and normal): by their text, as
+    `root in path.parents` would say, at a fraction of its cost (it runs per command)."""
+    top = str(root)
+    return path != root and str(path).startswith(top if top.endswith("/") else top + "/")
 
 
 def landlock_rules(
@@ -97,3 +114,41 @@ def grants_excluding(root: Path, excluded: Sequence[Path]) -> list[Path]:
         else:
             grants.append(entry)
     return grants
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What confines one run, its command aside: bubblewrap's arguments (their `--setenv`s
+    included), or the launcher's options. Equal layouts confine alike."""
+
+    runner: SandboxKind
+    args: tuple[str, ...]
+
+    def command_line(self, argv: Sequence[str]) -> list[str]:
+        """The one-shot command line: a fresh bwrap or launcher for `argv` alone."""
+        if self.runner == "bwrap":
+            return [*self.args, "--", *argv]
+        return launcher_argv(argv, self.args)
+
+    def executor_line(self, control_fd: int) -> list[str]:
+        """The command line of a kept executor confined the same way."""
+        if self.runner == "bwrap":
+            return [*self.args, "--", *executor_argv(["--bwrap"], control_fd)]
+        return executor_argv(self.args, control_fd)
+
+    def fingerprint(self) -> tuple[tuple[int, int] | None, ...]:
+        """Which file each path of the layout names now. A cover or a grant holds the file
+        it was made on: one replaced since (an editor's atomic save of .env) needs a new
+        executor, as it would have got a new sandbox."""
+        marks: list[tuple[int, int] | None] = []
+        for arg in self.args:
+            path = arg.partition("=")[2] if arg.startswith("--") else arg
+            if not path.startswith("/"):
+                continue
+            try:
+                found = os.stat(path)
+            except OSError:
+                marks.append(None)
+                continue
+            marks.append((found.st_dev, found.st_ino))
+        return tuple(marks)

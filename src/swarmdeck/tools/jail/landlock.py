@@ -88,9 +88,28 @@ def restrict_self(
     """Confine this process and its future children; returns the ABI used.
 
     `read` paths may be read and run, `write` paths also changed (beneath them), `listable`
-    dirs listed (not their files read), `devices` opened for reading and writing. TCP bind and connect are denied unless `network`;
-    from ABI 6 signals and abstract unix sockets cannot reach outside the sandbox.
+    dirs listed (not their files read), `devices` opened for reading and writing. TCP bind
+    and connect are denied unless `network`; from ABI 6 signals and abstract unix sockets
+    cannot reach outside the sandbox.
     """
+    fd = build_ruleset(read=read, write=write, listable=listable, devices=devices, network=network)
+    try:
+        enforce(fd)
+    finally:
+        os.close(fd)
+    return abi_version()
+
+
+def build_ruleset(
+    *,
+    read: list[str],
+    write: list[str],
+    listable: list[str],
+    devices: list[str],
+    network: bool,
+) -> int:
+    """The ruleset of restrict_self, built but not enforced: its descriptor (close-on-exec),
+    which any number of processes forked later may enforce on themselves."""
     abi = abi_version()
     if abi < MIN_ABI:
         raise OSError(0, f"landlock ABI {abi} is below {MIN_ABI}")
@@ -107,13 +126,18 @@ def restrict_self(
         for paths, rights in grants:
             for path in paths:
                 _allow(fd, path, rights & handled)
-        if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            raise _fail("no_new_privs")
-        if _libc.syscall(SYS_RESTRICT_SELF, fd, 0) != 0:
-            raise _fail("restrict_self")
-    finally:
+    except OSError:
         os.close(fd)
-    return abi
+        raise
+    return int(fd)
+
+
+def enforce(ruleset_fd: int) -> None:
+    """Confine this process and its future children by a built ruleset."""
+    if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise _fail("no_new_privs")
+    if _libc.syscall(SYS_RESTRICT_SELF, ruleset_fd, 0) != 0:
+        raise _fail("restrict_self")
 
 
 def _allow(ruleset_fd: int, path: str, rights: int) -> None:
