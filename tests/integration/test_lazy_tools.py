@@ -23,7 +23,7 @@ from swarmdeck.runtime.host import Host, SessionRequest
 from swarmdeck.testing import responses_wire
 from swarmdeck.testing.fake_llm import FakeLLM
 from swarmdeck.testing.prompt_cache import prompt_tokens
-from swarmdeck.testing.request import deferred_tools
+from swarmdeck.testing.request import deferred_tools, output_tools
 from swarmdeck.testing.script import FakeRequest, Reply, ReplyToolCall
 from swarmdeck.views.transcript import Transcript
 from tests.conftest import write_provider
@@ -106,6 +106,18 @@ def unmarked(value: Any) -> Any:
     return value
 
 
+def _holds_deferred(tool: dict[str, Any]) -> bool:
+    """A deferred tool, or a Responses namespace (whose tools are)."""
+    return bool(tool.get("defer_loading")) or tool.get("type") == "namespace"
+
+
+def _undeferred(tool: dict[str, Any]) -> dict[str, Any]:
+    """The tool sent whole (a namespace: its tools)."""
+    if tool.get("type") == "namespace":
+        return {**tool, "tools": [_undeferred(t) for t in tool["tools"]]}
+    return {**tool, "defer_loading": False}
+
+
 def system_text(request: FakeRequest) -> str:
     if request.api == "anthropic":
         system = request.body.get("system")
@@ -167,8 +179,8 @@ def test_the_prompt_carries_the_core_and_an_index(
         # their names and descriptions, not their schemas (the fake weighs them so).
         assert {"list_dir", "spawn_agent"} <= set(deferred_names(first))
         tools = first.body["tools"]
-        bare = {**first.body, "tools": [t for t in tools if not t.get("defer_loading")]}
-        whole = {**first.body, "tools": [{**t, "defer_loading": False} for t in tools]}
+        bare = {**first.body, "tools": [t for t in tools if not _holds_deferred(t)]}
+        whole = {**first.body, "tools": [_undeferred(t) for t in tools]}
         weight = prompt_tokens(first.api, first.body)
         if scheme.kind == "anthropic":
             assert weight == prompt_tokens(first.api, bare)
@@ -218,7 +230,7 @@ def test_a_loaded_tool_stays_loaded_across_a_sigkill(
         else:  # the Responses API's items; the call is the turn's function_call item
             assert kinds == ["tool_search_call", "tool_search_output"]
             assert content[0]["arguments"] == {"query": query}
-            assert content[1]["tools"][0]["name"] == "list_dir"  # BM25's best
+            assert output_tools(content[1])[0][0] == "list_dir"  # BM25's best
             assert [c["function"]["name"] for c in turn["tool_calls"]] == ["list_dir"]
     turns = open_catalog().events(sid, kinds=["assistant"])
     assert turns[1].payload["usage"]["cache_read"] > 0
@@ -303,10 +315,12 @@ def test_mcp_tools_are_indexed_unless_the_server_is_eager(
     shown = tool_names(first)
     assert "eagersrv__echo" in shown and not any(n.startswith("lazysrv") for n in shown)
     assert ("lazysrv__echo" in deferred_names(first)) is scheme.vendor
-    assert "- lazysrv (MCP, " in system_text(first)
+    # The index names the server, but where the vendor shows it as a namespace.
+    assert ("- lazysrv (MCP, " in system_text(first)) is (scheme != RESPONSES)
     assert "lazysrv__echo" in loaded(second)
     if scheme == RESPONSES:  # a server's deferred tools are one namespace, named in the call
-        spaces = [t for t in first.body["tools"] if t.get("type") == "namespace"]
-        assert [s["name"] for s in spaces] == ["lazysrv"] and "lazysrv" in spaces[0]["description"]
+        spaces = {t["name"]: t for t in first.body["tools"] if t.get("type") == "namespace"}
+        assert sorted(spaces) == ["lazysrv", "swarmdeck__tools"]
+        assert "MCP server lazysrv's 7 tools (lazysrv__echo, " in spaces["lazysrv"]["description"]
         calls = [i for i in second.body["input"] if i.get("type") == "function_call"]
         assert (calls[-1]["name"], calls[-1]["namespace"]) == ("lazysrv__echo", "lazysrv")

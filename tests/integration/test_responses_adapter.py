@@ -181,14 +181,19 @@ async def test_deferred_tools_are_found_and_the_items_go_back_verbatim(
     assert [(t.get("name"), t["type"], t.get("defer_loading", False)) for t in tools] == [
         ("read_file", "function", False),
         (None, "tool_search", False),
-        ("list_dir", "function", True),
-        ("spawn_agent", "function", True),
+        ("swarmdeck__tools", "namespace", False),  # swarmdeck's own deferred tools
+    ]
+    assert [(t["name"], t["defer_loading"]) for t in tools[2]["tools"]] == [
+        ("list_dir", True),
+        ("spawn_agent", True),
     ]
     kinds = [item["type"] for item in first.blocks]
     assert kinds == ["tool_search_call", "tool_search_output", "message", "function_call"]
     assert first.blocks[0]["arguments"] == {"query": "directory listing"}
     assert first.blocks[0]["execution"] == "server"
-    assert [t["name"] for t in first.blocks[1]["tools"]] == ["list_dir"]
+    [space] = first.blocks[1]["tools"]
+    assert [t["name"] for t in space["tools"]] == ["list_dir"]
+    assert first.blocks[3]["namespace"] == "swarmdeck__tools"
     assert first.blocks[0]["call_id"] == first.blocks[1]["call_id"]
     assert [c.name for c in first.tool_calls] == ["list_dir"] and first.text == "Looking."
     assert first.tool_calls[0].id == first.blocks[3]["call_id"]
@@ -329,5 +334,8 @@ def test_what_the_meter_counts_of_deferred_tools_depends_on_the_vendor() -> None
 
     assert tools_text([LIST_DIR, ISSUE], "anthropic") == ""
     seen = tools_text([LIST_DIR, ISSUE], "openai-responses")
-    assert seen.startswith("list_dirList a directory") and "MCP server tracker" in seen
-    assert "path" not in seen and "create_issue" in seen  # names, no schema
+    # Each deferred tool is in a namespace, of which the model reads the name and
+    # description: swarmdeck's own point to the index, an MCP server's name its tools.
+    assert seen.startswith("swarmdeck__toolsswarmdeck's own tools") and "list_dir" not in seen
+    assert "MCP server tracker" in seen and "create_issue" in seen
+    assert "path" not in seen  # no schema

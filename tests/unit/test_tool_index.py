@@ -85,6 +85,10 @@ def test_the_index_has_a_line_a_tool_and_a_line_a_server() -> None:
     assert "- spawn_agent: Start a sub-agent session" in text
     assert "- srv (MCP, 5 tools: search 'srv'): srv__t0, srv__t1, srv__t2, …" in text
     assert index_text([]) == ""
+    # OpenAI's hosted search shows each server as a namespace: the index leaves it out.
+    hosted = split_offer([described, *mcp], frozenset(), [], None, search="hosted").index()
+    assert "- spawn_agent: Start a sub-agent session" in hosted and "srv" not in hosted
+    assert split_offer(mcp, frozenset(), [], None, search="hosted").index() == ""
 
 
 def test_search_finds_by_words_and_by_server() -> None:

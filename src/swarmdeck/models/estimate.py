@@ -41,6 +41,9 @@ def prompt_tokens(messages: list[Message], tools: list[ToolSpec]) -> int:
 DEFERRED_NAMES_SHOWN = frozenset({"openai-responses"})
 # How many of a namespace's tools its description names.
 NAMESPACE_NAMES = 3
+# The Responses namespace of swarmdeck's own deferred tools: an MCP server's name (the
+# other namespaces) cannot hold "__", so the two never meet.
+BUILTIN_NAMESPACE = "swarmdeck__tools"
 
 
 def _request_text(messages: list[Message], tools: list[ToolSpec]) -> str:
@@ -56,32 +59,38 @@ def _request_text(messages: list[Message], tools: list[ToolSpec]) -> str:
 
 def tools_text(tools: list[ToolSpec], kind: str = "") -> str:
     """The tools as the model reads them on a provider of this kind; on OpenAI's Responses
-    API a group's deferred tools are one namespace, of which it reads the name and
-    description."""
-    text = "".join(tool_text(t, kind) for t in tools)
+    API deferred tools sit in namespaces (an MCP server's, swarmdeck's own), of which it
+    reads the name and description."""
+    text = "".join(tool_text(t) for t in tools)
     if kind not in DEFERRED_NAMES_SHOWN:
         return text
     groups: dict[str, list[str]] = {}
     for tool in tools:
-        if tool.deferred and tool.group is not None:
-            groups.setdefault(tool.group, []).append(tool.name)
+        if tool.deferred:
+            groups.setdefault(namespace_of(tool), []).append(tool.name)
     return text + "".join(g + namespace_description(g, names) for g, names in groups.items())
 
 
-def tool_text(tool: ToolSpec, kind: str = "") -> str:
-    """A tool as the model reads it on a provider of this kind: name, description, schema
-    (a deferred tool's schema is not in the prompt until the vendor's tool search finds
-    it; OpenAI's Responses API shows the name and description of one outside a namespace
-    meanwhile, Anthropic not even those)."""
+def tool_text(tool: ToolSpec) -> str:
+    """A tool as the model reads it: name, description, schema (a deferred tool's are not
+    in the prompt until the vendor's tool search finds it; on OpenAI's Responses API the
+    model reads its namespace's name and description meanwhile, on Anthropic's nothing)."""
     if tool.deferred:
-        shown = kind in DEFERRED_NAMES_SHOWN and tool.group is None
-        return tool.name + tool.description if shown else ""
+        return ""
     return tool.name + tool.description + json.dumps(tool.parameters)
+
+
+def namespace_of(tool: ToolSpec) -> str:
+    """The Responses namespace a deferred tool goes in: its MCP server's, else ours."""
+    return tool.group if tool.group is not None else BUILTIN_NAMESPACE
 
 
 def namespace_description(group: str, names: list[str]) -> str:
     """What the model reads of a namespace of deferred tools (the Responses API's) until a
-    search loads them: the group and its first tools, as the index's line has them."""
+    search loads them: swarmdeck's own point to the index of the instructions, which gives
+    each a phrase; an MCP server's name its first tools, as the index's line would."""
+    if group == BUILTIN_NAMESPACE:
+        return "swarmdeck's own tools that the instructions list; search to load them."
     more = ", …" if len(names) > NAMESPACE_NAMES else ""
     first = ", ".join(names[:NAMESPACE_NAMES])
     tools = f"{len(names)} tool{'' if len(names) == 1 else 's'}"

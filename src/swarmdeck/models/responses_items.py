@@ -20,7 +20,7 @@ from typing import Any
 
 from swarmdeck.models.adapter import field_of
 from swarmdeck.models.edit_shapes import APPLY_PATCH, PATCH_GRAMMAR
-from swarmdeck.models.estimate import namespace_description
+from swarmdeck.models.estimate import namespace_description, namespace_of
 from swarmdeck.models.types import Message, ToolSpec, Usage
 
 SEARCH_TOOL = {"type": "tool_search"}
@@ -89,10 +89,10 @@ def _assistant_items(message: Message) -> list[dict[str, Any]]:
 
 def tools_list(tools: list[ToolSpec], hosted_search: bool) -> list[dict[str, Any]]:
     """The request's tools: those shown, then (with the hosted search and deferred tools)
-    the search tool and the deferred ones, a group's (an MCP server's) in one namespace,
-    of which the model sees only the name and description until a search loads them (the
-    vendor's advice: an individual deferred function shows its name and description);
-    without the search, deferred tools are not sent."""
+    the search tool and the deferred ones in namespaces, an MCP server's in its own and
+    swarmdeck's in one, of which the model sees only the name and description until a
+    search loads them (the vendor's advice: a deferred function alone shows its name and
+    description); without the search, deferred tools are not sent."""
     shown = [_function(t) for t in tools if not t.deferred]
     deferred = [t for t in tools if t.deferred]
     if not hosted_search or not deferred:
@@ -100,15 +100,12 @@ def tools_list(tools: list[ToolSpec], hosted_search: bool) -> list[dict[str, Any
     out = [*shown, dict(SEARCH_TOOL)]
     spaces: dict[str, dict[str, Any]] = {}
     for tool in deferred:
-        function = {**_function(tool), "defer_loading": True}
-        if tool.group is None:
-            out.append(function)
-            continue
-        if tool.group not in spaces:
-            name = re.sub(r"[^A-Za-z0-9_-]", "_", tool.group)
-            spaces[tool.group] = {"type": "namespace", "name": name, "tools": []}
-            out.append(spaces[tool.group])
-        spaces[tool.group]["tools"].append(function)
+        group = namespace_of(tool)
+        if group not in spaces:
+            name = re.sub(r"[^A-Za-z0-9_-]", "_", group)
+            spaces[group] = {"type": "namespace", "name": name, "tools": []}
+            out.append(spaces[group])
+        spaces[group]["tools"].append({**_function(tool), "defer_loading": True})
     for group, space in spaces.items():
         space["description"] = namespace_description(group, [t["name"] for t in space["tools"]])
     return out
@@ -140,7 +137,8 @@ def custom_patch(body: dict[str, Any]) -> dict[str, Any]:
     items = []
     for item in body["input"]:
         kind = item.get("type")
-        if kind == "function_call" and item.get("name") == APPLY_PATCH:
+        # A call in a namespace was to the deferred function, not the custom tool.
+        if kind == "function_call" and item.get("name") == APPLY_PATCH and "namespace" not in item:
             item = {"type": "custom_tool_call", "call_id": item["call_id"],
                     "name": APPLY_PATCH, "input": _patch_of(item["arguments"])}  # fmt: skip
         if item.get("type") == "custom_tool_call":

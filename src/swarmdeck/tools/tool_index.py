@@ -42,6 +42,8 @@ PHRASE_WORDS = 6
 LOAD_HEAD = "Tools to load_tools(names=[...]) first:"
 SEARCH_HEAD = "Tools to find with your tool search first (by name or words):"
 GROUP_NAMES = 3
+# The tool search variant that OpenAI's Responses API hosts (models/registry.py).
+HOSTED_SEARCH = "hosted"
 # Words a phrase cut short must not end on.
 _DANGLING = {
     "a", "an", "the", "of", "in", "on", "to", "for", "and", "or", "with", "by", "your", "its",
@@ -72,8 +74,10 @@ class Offer:
         return specs
 
     def index(self) -> str:
-        """The index as the system prompt carries it."""
-        return index_text(self.indexed, searched=self.search is not None)
+        """The index as the system prompt carries it. OpenAI's hosted search shows the
+        model each MCP server's namespace itself, so the index need not name the groups."""
+        groups = self.search != HOSTED_SEARCH
+        return index_text(self.indexed, searched=self.search is not None, groups=groups)
 
 
 def core_tools(mode: str, chosen: Sequence[str] | None, shape: EditShape) -> frozenset[str]:
@@ -126,21 +130,21 @@ def index_phrase(tool: Tool) -> str:
     return " ".join(words).rstrip(",")
 
 
-def index_text(indexed: list[Tool], searched: bool = False) -> str:
-    """The index as the system prompt carries it: a line a tool, and a line a group (an MCP
-    server: its first tools' names; load_tools(search=GROUP) lists them all); `searched`
-    when the vendor's tool search finds them rather than load_tools."""
-    if not indexed:
-        return ""
+def index_text(indexed: list[Tool], searched: bool = False, groups: bool = True) -> str:
+    """The index as the system prompt carries it: a line a tool, and (with `groups`) a line
+    a group (an MCP server: its first tools' names; load_tools(search=GROUP) lists them
+    all); `searched` when the vendor's tool search finds them rather than load_tools."""
     lines = [f"- {t.name}: {index_phrase(t)}" for t in indexed if t.group is None]
-    groups: dict[str, list[str]] = {}
+    named: dict[str, list[str]] = {}
     for t in indexed:
-        if t.group is not None:
-            groups.setdefault(t.group, []).append(t.name)
-    for group, names in groups.items():
+        if t.group is not None and groups:
+            named.setdefault(t.group, []).append(t.name)
+    for group, names in named.items():
         more = ", …" if len(names) > GROUP_NAMES else ""
         shown = ", ".join(names[:GROUP_NAMES])
         lines.append(f"- {group} (MCP, {len(names)} tools: search {group!r}): {shown}{more}")
+    if not lines:
+        return ""
     head = SEARCH_HEAD if searched else LOAD_HEAD
     return head + "\n" + "\n".join(lines)
 
