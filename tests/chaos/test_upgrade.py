@@ -72,9 +72,9 @@ def test_a_worker_of_the_next_release_finishes_a_waiting_session(
 # The last commit whose session workflow is format 1 (its wait looked at the inbox twice
 # before it slept): the release before format 2.
 FORMAT_1_COMMIT = "4c985a03b94502ce7ef220f89979e61b47fc2430"
-# The last commit whose session workflow is format 3 (its wait took a look, `waiting_at`,
+# The last landed commit whose session workflow is format 3 (its wait took a look, `waiting_at`,
 # before it slept): the release before format 4.
-FORMAT_3_COMMIT = "21a17981ca18929db50ef17a8cbcc724f049944c"
+FORMAT_3_COMMIT = "dc1d3e72d531b4e19fc4ce05ce926c6d633b6392"
 
 
 def format_1_source(into: Path, commit: str = FORMAT_1_COMMIT) -> Path:
