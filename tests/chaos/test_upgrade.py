@@ -88,7 +88,15 @@ def format_1_source(into: Path, commit: str = FORMAT_1_COMMIT) -> Path:
         capture_output=True,
     )
     if found.returncode != 0:
-        pytest.skip(f"commit {commit[:8]} is not in this clone's history")
+        shallow = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "--is-shallow-repository"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        # A shallow clone may lack it; a whole one must have it (else the name is wrong).
+        if shallow == "true":
+            pytest.skip(f"commit {commit[:8]} is not in this shallow clone's history")
+        pytest.fail(f"commit {commit[:8]} is not in this repository's history: name a landed one")
     archive = subprocess.run(
         ["git", "-C", str(repo), "archive", commit, "src"],
         capture_output=True,
