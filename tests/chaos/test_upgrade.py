@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -75,6 +76,9 @@ FORMAT_1_COMMIT = "4c985a03b94502ce7ef220f89979e61b47fc2430"
 # The last landed commit whose session workflow is format 3 (its wait took a look, `waiting_at`,
 # before it slept): the release before format 4.
 FORMAT_3_COMMIT = "dc1d3e72d531b4e19fc4ce05ce926c6d633b6392"
+# The last commit whose session workflow is format 4 (a session resting after its turn
+# looked at the inbox and the clock before it waited): the release before format 5.
+FORMAT_4_COMMIT = "d24920c6b232c74b11f2f85238e74848605faf92"
 
 
 def format_1_source(into: Path, commit: str = FORMAT_1_COMMIT) -> Path:
@@ -211,20 +215,10 @@ def test_an_idle_session_of_format_3_wakes_on_its_old_path_under_format_4(
     """A persistent session that a worker of the release before left resting (format 3:
     its `idle` and its `running` each a step) is woken by a message after a worker of this
     code took it over: it answers, and rests again, in format 3's steps."""
-    old_src = format_1_source(sd_home.parent / "format-3", FORMAT_3_COMMIT)
-    write_provider(sd_home, "fake", fake_llm.openai_base_url)
-    script = Scripted({"chat": Agent([text("hello"), text("answered")])})
-    fake_llm.set_script(script)
-    old = fleet.start("host-a", release=__version__, PYTHONPATH=str(old_src))
-    request = SessionRequest("chat with me", "fake", workdir, options={"one_shot": False})
-    sid = Host().create_session(request, fleet=True).id
+    sid, ledger = rest_on_the_old_release(store, sd_home, workdir, fake_llm, fleet, "format-3")
     catalog = open_catalog()
-    # Resting: its idle status step, the drain that found nothing, the clock, the recv's sleep.
-    wait_for(lambda: "DBOS.sleep" in engine_steps(store, sid), what="the old session's rest")
     assert catalog.get_session(sid).status == "idle"
-    ledger = TurnLedger(script, catalog, fake_llm)
-    fleet.kill(old)
-    ledger.killed()
+    # Resting: its idle status step, the drain that found nothing, the clock, the recv's sleep.
     assert engine_steps(store, sid) == ["status", "drain", "now", "DBOS.sleep"]
 
     new = fleet.start("host-b")
@@ -247,6 +241,72 @@ def test_an_idle_session_of_format_3_wakes_on_its_old_path_under_format_4(
     assert steps[:4] == ["status", "drain", "now", "DBOS.recv"], steps
     woke = steps.index("drain", steps.index("DBOS.recv"))
     assert steps[woke : woke + 3] == ["drain", "status", "status"], steps
+
+
+def test_a_rest_of_format_4_wakes_on_its_old_path_under_format_5(
+    store: Store, sd_home: Path, workdir: Path, fake_llm, fleet: Fleet
+) -> None:
+    """A persistent session that a worker of the release before left resting after its
+    turn (format 4: a drain and a look at the clock before the recv) is woken by a message
+    after a worker of this code took it over: it answers and rests again on format 4's
+    path, while a session this code starts rests on format 5's (the recv at once)."""
+    sid, ledger = rest_on_the_old_release(store, sd_home, workdir, fake_llm, fleet, "format-4")
+    catalog = open_catalog()
+    assert engine_steps(store, sid) == ["drain", "now", "DBOS.sleep"]
+
+    new = fleet.start("host-b")
+    wait_for(lambda: catalog.get_session(sid).executor == new.executor_id, timeout=60)
+    Host().send(sid, "a person asks")
+
+    def answered_and_resting() -> bool:
+        return (
+            len(catalog.events(sid, kinds=["assistant"])) == 2
+            and catalog.get_session(sid).status == "idle"
+            and engine_steps(store, sid).count("DBOS.sleep") == 2
+        )
+
+    wait_for(answered_and_resting, timeout=60, what="the format-4 session's answer")
+    ledger.check()
+    assert catalog.events(sid, kinds=["assistant"])[1].payload["text"] == "answered"
+    # Replayed, then continued on format 4's path: the recovered recv, the drain that took
+    # the message, and the next rest's drain and clock before its recv.
+    steps = engine_steps(store, sid)
+    assert steps == [
+        "drain",
+        "now",
+        "DBOS.recv",
+        "DBOS.sleep",
+        "drain",
+        "drain",
+        "now",
+        "DBOS.sleep",
+    ]
+
+    fresh = Host().create_session(replace(CHAT, workdir=workdir), fleet=True).id
+    wait_for(lambda: "DBOS.sleep" in engine_steps(store, fresh), what="the new session's rest")
+    assert engine_steps(store, fresh) == ["DBOS.sleep"]
+
+
+CHAT = SessionRequest("chat with me", "fake", Path("."), options={"one_shot": False})
+RELEASES = {"format-3": FORMAT_3_COMMIT, "format-4": FORMAT_4_COMMIT}
+
+
+def rest_on_the_old_release(
+    store: Store, sd_home: Path, workdir: Path, fake_llm, fleet: Fleet, release: str
+) -> tuple[str, TurnLedger]:
+    """A persistent session that a worker of that release ran to its first rest, then was
+    SIGKILLed: (its id, the ledger of the turns asked so far)."""
+    old_src = format_1_source(sd_home.parent / release, RELEASES[release])
+    write_provider(sd_home, "fake", fake_llm.openai_base_url)
+    script = Scripted({"chat": Agent([text("hello"), text("answered")])})
+    fake_llm.set_script(script)
+    old = fleet.start("host-a", release=__version__, PYTHONPATH=str(old_src))
+    sid = Host().create_session(replace(CHAT, workdir=workdir), fleet=True).id
+    wait_for(lambda: "DBOS.sleep" in engine_steps(store, sid), what="the old session's rest")
+    ledger = TurnLedger(script, open_catalog(), fake_llm)
+    fleet.kill(old)
+    ledger.killed()
+    return sid, ledger
 
 
 def engine_steps(store: Store, workflow: str) -> list[str]:

@@ -2,7 +2,7 @@
 workflow records as it starts): a release that changes them must name a new format and keep
 the old path for workflows of the old one, or the sessions an upgrade finds waiting would
 be replayed against steps they never took. This pins them for the paths every session
-takes (tests/chaos/test_upgrade.py replays waits of formats 1 and 3)."""
+takes (tests/chaos/test_upgrade.py replays waits of formats 1 and 3, and rests of 3 and 4)."""
 
 from __future__ import annotations
 
@@ -23,13 +23,14 @@ from tests.integration.test_sessions_support import (
     text,
 )
 
-# The engine steps of each workflow, by name, in order: the wait for the sub-agent looks
-# again after each wake-up, as often as timing makes it, and the wait itself looks only
-# after a ring before its deadline (a child's stale ring may be one). Formats 2 and 3 began
-# a wait with a look of its own, `waiting_at`, and looked again after every wake-up
+# The engine steps of each workflow of a one-shot session (formats 4 and 5), by name, in
+# order: the wait for the sub-agent looks again after each wake-up, as often as timing
+# makes it, and the wait itself looks only after a ring before its deadline (a child's
+# stale ring may be one). Formats 2 and 3 began a wait with a look of its own,
+# `waiting_at`, and looked again after every wake-up
 # (`waiting_at( DBOS.recv( DBOS.sleep)? mail_at)+`); format 1 took one more look,
 # `mail_at`, right after `waiting_at`.
-FORMAT_4 = {
+ONE_SHOT_STEPS = {
     "root": r"spawn swarmdeck\.session now children now"
     r"( DBOS\.recv( DBOS\.sleep)? children now)* drain"
     r" DBOS\.recv( DBOS\.sleep)?( mail_at DBOS\.recv( DBOS\.sleep)?)*",
@@ -62,7 +63,7 @@ def engine_steps(store_url: str) -> dict[str, str]:
     }
 
 
-def test_the_session_workflows_engine_steps_are_format_4(
+def test_a_one_shot_sessions_engine_steps_are_pinned(
     sd_home: Path, workdir: Path, fake_llm
 ) -> None:
     write_provider(sd_home, "fake", fake_llm.openai_base_url)
@@ -83,9 +84,11 @@ def test_the_session_workflows_engine_steps_are_format_4(
     res = run_cli(sd_home, "run", "root job", "-m", "fake", "-C", str(workdir), "-q", timeout=120)
     assert res.code == 0, res.stderr
     found = engine_steps(f"sqlite:///{sd_home / 'swarmdeck.sqlite'}")
-    assert set(found) == set(FORMAT_4), found
+    assert set(found) == set(ONE_SHOT_STEPS), found
     changed = {
-        task: steps for task, steps in found.items() if not re.fullmatch(FORMAT_4[task], steps)
+        task: steps
+        for task, steps in found.items()
+        if not re.fullmatch(ONE_SHOT_STEPS[task], steps)
     }
     assert not changed, (
         f"the session workflow's engine steps changed: {changed}. Waiting sessions of "
@@ -99,7 +102,9 @@ def test_the_session_workflows_engine_steps_are_format_4(
 # took it was followed by the status write of its turn. Format 2 first waited for the
 # batch's quiet gap (a look at the clock, another recv, another drain). Format 4: no status
 # step at all, the drain that took the message marked the session running, and the turn
-# that rests stores `idle` with it; only the next rest's drain may follow.
+# that rests stores `idle` with it; only the next rest's drain may follow. Format 5: a
+# session that rests after its turn waits on the doorbell at once (no drain, no clock):
+# the recv, the drain that took the message, then the next rest's recv.
 def steps_after_taking(store_url: str, session_id: str) -> list[str | None]:
     """The engine step that follows each drain that took a message (None: none yet)."""
     rows = [(name, output) for wf, name, output in operations(store_url) if wf == session_id]
@@ -138,8 +143,9 @@ async def test_a_persons_message_wakes_an_idle_session_without_the_batch_gap(
         await await_for(status_is(host.catalog, record.id, "idle"), 60)
     finally:
         await host.aclose()
-    assert WORKFLOW_FORMAT >= 4
+    assert WORKFLOW_FORMAT == 5
     url = f"sqlite:///{sd_home / 'swarmdeck.sqlite'}"
     steps = [name for wf, name, _output in operations(url) if wf == record.id]
-    assert "status" not in steps, steps
-    assert steps_after_taking(url, record.id) in ([None], ["drain"]), steps
+    # DBOS records a recv's timeout as a `DBOS.sleep` as it begins, the recv as it returns.
+    assert steps == ["DBOS.recv", "DBOS.sleep", "drain", "DBOS.sleep"], steps
+    assert steps_after_taking(url, record.id) == ["DBOS.sleep"], steps

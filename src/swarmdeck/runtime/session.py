@@ -53,6 +53,10 @@ PERSON_WAKES_AT_ONCE = 3
 # stored with the turn the model ended (when it is that turn that rests), and `running`
 # with the drain that woke it (a cron's tick still takes its step).
 STATUS_WITH_ENTRIES = 4
+# The format from which a session that rests after its turn first waits on the doorbell
+# (mail that came during the turn rang it, and the ring waits in the engine) instead of
+# looking at the inbox, and reads the clock only for a cron.
+RING_FIRST = 5
 
 
 async def run_session(session_id: str, generation: int, d: Durable) -> dict[str, Any]:
@@ -327,8 +331,11 @@ class SessionLoop:
         """
         if not idle_stored:
             await self.d.step("status", set_status, self.sid, "idle")
+        ring_first = self.d.format >= RING_FIRST
+        look = not (idle_stored and ring_first)
         while True:
-            taken = await self.drain(None, wake=True)
+            taken = await self.drain(None, wake=True) if look else []
+            look = True
             if taken and all(m["kind"] == COMPACT_REQUEST_KIND for m in taken):
                 # Only a request to compact: compact now and rest on, without a model turn.
                 await compact_between_turns(self.sid, self.turn)
@@ -345,7 +352,7 @@ class SessionLoop:
                 if self.d.format >= STATUS_WITH_ENTRIES:
                     return True  # the drain that took them marked the session running
                 break
-            now = await self.d.now()
+            now = await self.d.now() if self.cron or not ring_first else 0.0
             if self.cron and now >= self.cron["next_at"]:
                 if await self.tick_cron(now):
                     break
