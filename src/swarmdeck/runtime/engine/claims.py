@@ -164,40 +164,48 @@ class PromptClaims:
         peers = self._peer_count[1]
         if peers == 1:
             return None
-        waiting, stale = self._waiting()
-        if waiting == 0:
+        if not self._any_waiting():
             return 0  # nothing to claim: the claim's own transaction is saved too
-        started, mine = self._started(executor_id)
+        waiting, stale, started, mine = self._queue_counts(executor_id)
         # What the store says this worker runs counts too: a workflow claimed more than
         # RECENT_S ago that has not begun here yet is in neither count of _running.
         share = math.ceil((waiting + started) / peers) - max(running, mine)
         return max(share, stale)
 
-    def _waiting(self) -> tuple[int, int]:
-        """The fleet queue's workflows waiting (ENQUEUED), and of them those waiting longer
-        than STALE_S. Asked first and alone: the queue is mostly empty, and the started
-        ones (every waiting session's workflow) are many more rows to read."""
+    def _any_waiting(self) -> bool:
+        """Whether any workflow waits on the fleet queue (ENQUEUED): asked first and alone,
+        as the queue is mostly empty and its started workflows (every waiting session's)
+        are many more rows to count."""
         ws = self.sys_db.tables.workflow_status
-        old = ws.c.updated_at < self.sys_db._now_ms_sql() - int(self.STALE_S * 1000)
         with self.sys_db.engine.connect() as conn:
-            waiting, stale = conn.execute(
-                sa.select(sa.func.count(), sa.func.sum(sa.case((old, 1), else_=0))).where(
-                    ws.c.queue_name == SESSIONS_QUEUE, ws.c.status == "ENQUEUED"
-                )
-            ).one()
-        return int(waiting), int(stale or 0)
+            found = conn.execute(
+                sa.select(ws.c.workflow_uuid)
+                .where(ws.c.queue_name == SESSIONS_QUEUE, ws.c.status == "ENQUEUED")
+                .limit(1)
+            ).first()
+        return found is not None
 
-    def _started(self, executor_id: str) -> tuple[int, int]:
-        """The fleet queue's workflows started (PENDING) on any worker, and on this one."""
+    def _queue_counts(self, executor_id: str) -> tuple[int, int, int, int]:
+        """The fleet queue's workflows waiting (ENQUEUED), of them those waiting longer
+        than STALE_S, those started (PENDING) on any worker, and on this one: in one
+        statement, so that a claim by a peer between two reads is not counted twice
+        (waiting in the first, started in the second)."""
         ws = self.sys_db.tables.workflow_status
         here = ws.c.executor_id == executor_id
+        old = ws.c.updated_at < self.sys_db._now_ms_sql() - int(self.STALE_S * 1000)
         with self.sys_db.engine.connect() as conn:
-            started, mine = conn.execute(
-                sa.select(sa.func.count(), sa.func.sum(sa.case((here, 1), else_=0))).where(
-                    ws.c.queue_name == SESSIONS_QUEUE, ws.c.status == "PENDING"
+            rows = conn.execute(
+                sa.select(
+                    ws.c.status, here, sa.func.count(), sa.func.sum(sa.case((old, 1), else_=0))
                 )
-            ).one()
-        return int(started), int(mine or 0)
+                .where(ws.c.queue_name == SESSIONS_QUEUE, ws.c.status.in_(("ENQUEUED", "PENDING")))
+                .group_by(ws.c.status, here)
+            ).all()
+        waiting = sum(n for status, _mine, n, _old in rows if status == "ENQUEUED")
+        stale = sum(int(o or 0) for status, _mine, _n, o in rows if status == "ENQUEUED")
+        started = sum(n for status, _mine, n, _old in rows if status == "PENDING")
+        mine = sum(n for status, is_mine, n, _old in rows if status == "PENDING" and is_mine)
+        return waiting, stale, started, mine
 
     def _is_latest(self, app_version: str) -> bool:
         """DBOS's latest-version answer, asked again after LATEST_VERSION_TTL_S (caller
