@@ -24,6 +24,7 @@ class SysDb:
     """The two calls of DBOS's system database a claim makes, recorded."""
 
     latest: bool = True
+    sharded: bool = False
     asked: list[str] = field(default_factory=list)
     claims: list[dict[str, Any]] = field(default_factory=list)
 
@@ -54,6 +55,8 @@ class Dbos:
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> ManualClock:
+    # Something waits on the queue (the look for it reads the store, which is not here).
+    monkeypatch.setattr(PromptClaims, "_any_waiting", lambda self: True)
     return install(monkeypatch, claims)
 
 
@@ -86,3 +89,19 @@ def test_a_caller_answer_or_another_version_or_queue_is_respected(clock: ManualC
     assert sys_db.asked == ["v1", "v2"]
     claim(sys_db, queue="another")  # other queues are DBOS's alone
     assert "is_latest_version" not in sys_db.claims[-1] and sys_db.asked == ["v1", "v2"]
+
+
+def test_with_nothing_waiting_dbos_claims_nothing(
+    clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An empty queue (the look for a waiting workflow finds none) saves DBOS's claim, a
+    transaction on every poll; other queues and a sharded store are DBOS's alone."""
+    monkeypatch.setattr(PromptClaims, "_any_waiting", lambda self: False)
+    sys_db = SysDb()
+    PromptClaims(Dbos(sys_db))
+    claim(sys_db)
+    assert sys_db.claims == []
+    claim(sys_db, queue="another")
+    sys_db.sharded = True
+    claim(sys_db)
+    assert [c["queue"] for c in sys_db.claims] == ["another", SESSIONS_QUEUE]

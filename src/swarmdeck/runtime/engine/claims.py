@@ -134,6 +134,9 @@ class PromptClaims:
                 queue, executor_id, app_version, partition_key, local_running_count, *args, **kwargs
             )
         with self._lock:
+            if not self.sys_db.sharded and not self._any_waiting():
+                # Nothing to claim: DBOS's claim transaction, 20 a second, is saved.
+                return [], "worker_concurrency"
             # DBOS counted this process's running sessions for us (an O(sessions) walk of its
             # active set, on every poll); 0 may mean "not counted" (claim_now).
             running = self._running(local_running_count or None)
@@ -164,18 +167,18 @@ class PromptClaims:
         peers = self._peer_count[1]
         if peers == 1:
             return None
-        if not self._any_waiting():
-            return 0  # nothing to claim: the claim's own transaction is saved too
         waiting, stale, started, mine = self._queue_counts(executor_id)
+        if waiting == 0:
+            return 0  # taken since the look for one: the claim's transaction is saved too
         # What the store says this worker runs counts too: a workflow claimed more than
         # RECENT_S ago that has not begun here yet is in neither count of _running.
         share = math.ceil((waiting + started) / peers) - max(running, mine)
         return max(share, stale)
 
     def _any_waiting(self) -> bool:
-        """Whether any workflow waits on the fleet queue (ENQUEUED): asked first and alone,
-        as the queue is mostly empty and its started workflows (every waiting session's)
-        are many more rows to count."""
+        """Whether any workflow waits on the fleet queue (ENQUEUED): asked first and alone
+        (an index look), as the queue is mostly empty, DBOS's claim is a transaction, and
+        the fair share counts the started workflows (every waiting session's)."""
         ws = self.sys_db.tables.workflow_status
         with self.sys_db.engine.connect() as conn:
             found = conn.execute(
