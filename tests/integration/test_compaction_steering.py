@@ -15,7 +15,8 @@ from swarmdeck.testing.fake_llm import FakeLLM
 from swarmdeck.testing.script import FakeRequest, Reply, ReplyToolCall
 from tests.conftest import run_cli, write_provider
 from tests.integration.context_support import is_summary_request
-from tests.integration.test_sessions_support import await_for, status_is
+from tests.integration.test_fleet_support import Fleet
+from tests.integration.test_sessions_support import await_for, open_catalog, status_is, wait_for
 from tests.plugins.support import agent_file
 
 # 20,000 tokens, 1,000 kept for the answer: compaction starts at 14,250 (75 %).
@@ -126,6 +127,31 @@ async def test_sessions_compact_at_the_next_boundary_and_on_a_resting_session(
         await host.aclose()
     shown = " ".join(run_cli(sd_home, "sessions", "show", record.id).stdout.split())
     assert "as a person asked" in shown
+
+
+def test_sessions_compact_reaches_a_session_a_fleet_worker_rests(
+    sd_home: Path, workdir: Path, fake_llm: FakeLLM, fleet: Fleet
+) -> None:
+    """The request comes from a process without an engine: the worker that runs the
+    session rings it (as it does a person's message), and it compacts at once."""
+    write_provider(sd_home, "fake", fake_llm.openai_base_url,
+                   context_tokens=CONTEXT, output_tokens=OUTPUT)  # fmt: skip
+    model = Model(looks=2)
+    fake_llm.set_script(model)
+    fleet.start("host-a")
+    request = SessionRequest("Read app.py twice.", "fake", workdir, options={"one_shot": False})
+    sid = Host().create_session(request, fleet=True).id
+    catalog = open_catalog()
+    wait_for(lambda: catalog.get_session(sid).status == "idle", timeout=60, what="its rest")
+    turns = model.asked
+    res = run_cli(sd_home, "sessions", "compact", sid)
+    assert res.code == 0, res.stderr
+    wait_for(
+        lambda: len(catalog.events(sid, kinds=["compaction"])) == 1,
+        timeout=20,  # its rest's recv would otherwise wait an hour
+        what="the compaction a person asked for",
+    )
+    assert model.asked == turns and model.summaries == 1
 
 
 def test_sessions_compact_refuses_what_cannot_compact(sd_home: Path) -> None:

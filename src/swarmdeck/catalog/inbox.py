@@ -14,10 +14,11 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from swarmdeck.catalog import schema, statements
 from swarmdeck.catalog.access import StoreAccess, refuse_secret_id
 from swarmdeck.catalog.direct import MAIL_CHANNEL
-from swarmdeck.catalog.records import InboxItem, InboxPost
+from swarmdeck.catalog.records import COMPACT_REQUEST_KIND, InboxItem, InboxPost
 
-# Messages from someone (a person, a sub-agent's answer): a worker rings their session.
-RINGING_KINDS = ("user", "answer")
+# Messages from someone (a person, a sub-agent's answer, a person's request to compact): a
+# worker rings their session.
+RINGING_KINDS = ("user", "answer", COMPACT_REQUEST_KIND)
 
 
 class InboxTables(StoreAccess):
