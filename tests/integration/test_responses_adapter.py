@@ -29,7 +29,14 @@ from swarmdeck.testing.script import FakeRequest, Fault, Reply, ReplyToolCall
 from swarmdeck.views.transcript import tool_searches
 
 # The same tools and conversation as the Anthropic tool search tests: both must pass them.
-from tests.integration.test_tool_search import HISTORY, LIST_DIR, READ_FILE, SCHEMA, TOOLS
+from tests.integration.test_tool_search import (
+    HISTORY,
+    LIST_DIR,
+    READ_FILE,
+    SCHEMA,
+    TOOLS,
+    search_then_list,
+)
 
 
 @pytest.fixture
@@ -159,13 +166,6 @@ async def test_an_answer_cut_at_max_output_tokens_stops_for_length() -> None:
 
 
 # --- the hosted tool search -----------------------------------------------------------------
-
-
-def search_then_list(request: FakeRequest) -> Reply:
-    if request.turn == 0:
-        call = ReplyToolCall("list_dir", {"path": "."})
-        return Reply(text="Looking.", tool_search="directory listing", tool_calls=(call,))
-    return Reply(text="done")
 
 
 @pytest.mark.parametrize("whole", [False, True], ids=["streamed", "whole"])
