@@ -228,6 +228,8 @@ def test_an_idle_session_of_format_3_wakes_on_its_old_path_under_format_4(
         lambda: (
             len(catalog.events(sid, kinds=["assistant"])) == 2
             and catalog.get_session(sid).status == "idle"
+            # The `idle` step writes the status, then DBOS records the step: wait for both.
+            and engine_steps(store, sid).count("status") == 3
         ),
         timeout=60,
         what="this release's worker to answer the format-3 session and rest it again",
