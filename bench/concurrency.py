@@ -213,19 +213,9 @@ def stop_workers(procs: list[subprocess.Popen[bytes]]) -> float:
 def bare_child(store_url: str, sessions: int, seconds: float) -> None:
     """One of N bare-DBOS processes on one store: launch, say so, wait for the go, run
     `sessions` x (sleep + step), print the wall time."""
-    from swarmdeck.catalog.db import create_db_engine
+    from scale_bare import launch_bare
 
-    config = {
-        "name": "bench-bare",
-        "system_database_url": store_url,
-        "executor_id": f"bare-{os.getpid()}",
-        "max_executor_threads": 8,  # as swarmdeck's engine
-        "log_level": "WARNING",
-    }
-    if store_url.startswith("sqlite"):
-        config["system_database_engine"] = create_db_engine(store_url)  # WAL + NORMAL, as ours
-    DBOS(config=config)  # type: ignore[arg-type]
-    DBOS.launch()
+    launch_bare(store_url, "bench-bare")
     print("ready", flush=True)
     sys.stdin.readline()
 

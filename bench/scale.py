@@ -10,12 +10,16 @@ once in this process: the turns in flight, and the event loop's lag (p99) meanwh
 `--lead S` puts every timer S seconds later, past the start of the last session: the
 lateness then measures waiting sessions only, not a start-up that outlasts the window.
 
+Then bare DBOS does the same waiting work (bench/scale_bare.py: DBOS and aiohttp alone, in as
+many processes, on a store of its own) and the figures are printed against its, in the same
+run (`--no-bare` skips it).
+
 With `--processes N` the waiting sessions are handed to N `swarmdeck worker` processes on
 the store (as `swarmdeck run --fleet` hands them over), messages reach them through the
 store alone, and the memory is the workers' RSS summed.
 
     python bench/scale.py [--sessions 10000] [--window 60] [--lead 0] [--rate 50]
-                          [--store URL] [--processes 2]
+                          [--store URL] [--processes 2] [--no-bare]
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from proc_stats import cpu_s, rss_mib
 from quick import parse_with_quick
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -46,14 +51,6 @@ GOAL_TIMER_P95_S = 1.0
 GOAL_MESSAGE_P95_MS = 500
 GOAL_IN_FLIGHT = 50
 GOAL_LAG_P99_MS = 50
-
-
-def rss_mib(pid: int | str = "self") -> float:
-    """A process's resident memory now (this one's by default)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 @dataclass
@@ -75,12 +72,7 @@ class Runners:
         if not self.workers:
             usage = resource.getrusage(resource.RUSAGE_SELF)
             return usage.ru_utime + usage.ru_stime
-        ticks = os.sysconf("SC_CLK_TCK")
-        total = 0.0
-        for worker in self.workers:
-            fields = Path(f"/proc/{worker.pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
-        return total
+        return sum(cpu_s(w.pid) for w in self.workers)
 
     async def start(self, requests: list[Any]) -> list[str]:
         """Create and start the sessions; on workers, hand them over in batches."""
@@ -230,12 +222,25 @@ async def waiting_phase(runners: Runners, args, workdir: Path) -> dict[str, floa
         seconds = float(json.loads(asked.payload["tool_calls"][0]["arguments"])["seconds"])
         woke = catalog.events(sid, kinds=["tool_result"])[0].ts
         late.append(max(0.0, woke - asked.ts - seconds))
+    return figures(
+        {
+            "rss": waiting_rss,
+            "per_session_kib": (waiting_rss - before) * 1024 / args.sessions,
+            "late": late,
+            "message_ms": message_ms,
+            "message_cpu_ms": cpu_per_message * 1000,
+        }
+    )
+
+
+def figures(measured: dict[str, Any]) -> dict[str, float]:
+    """The waiting phase's figures from what it measured: RSS, lateness and latency p95."""
     return {
-        "rss": waiting_rss,
-        "per_session_kib": (waiting_rss - before) * 1024 / args.sessions,
-        "timer_p95": p(late, 0.95),
-        "message_p95": p(message_ms, 0.95),
-        "message_cpu_ms": cpu_per_message * 1000,
+        "rss": measured["rss"],
+        "per_session_kib": measured["per_session_kib"],
+        "timer_p95": p(measured["late"], 0.95),
+        "message_p95": p(measured["message_ms"], 0.95),
+        "message_cpu_ms": measured["message_cpu_ms"],
     }
 
 
@@ -292,6 +297,9 @@ def main() -> None:
     parser.add_argument(
         "--processes", type=int, default=0, help="worker processes (0: in this process)"
     )
+    parser.add_argument(
+        "--no-bare", action="store_true", help="skip bare DBOS's same work (prints no ratio)"
+    )
     args = parse_with_quick(parser, sessions=200, window=10.0, active=60)
     home = Path(tempfile.mkdtemp(prefix="sd-scale-"))
     os.environ["SWARMDECK_HOME"] = str(home)
@@ -310,6 +318,7 @@ def main() -> None:
         host.services.providers.register(bench_provider(base_url))
         try:
             waited = waiting_on(host, args, home)
+            bare = None if args.no_bare else bare_on(args, base_url)
             host.launch()  # after the workers: a launched host rings its own sessions only
 
             async def active() -> tuple[float, int, float]:
@@ -321,7 +330,25 @@ def main() -> None:
             in_flight, peak, lag_p99 = asyncio.run(active())
         finally:
             host.shutdown()
-    report(args, waited, (in_flight, peak), lag_p99)
+    report(args, waited, bare, (in_flight, peak), lag_p99)
+
+
+def bare_on(args: argparse.Namespace, base_url: str) -> dict[str, float]:
+    """The same waiting work on bare DBOS, in as many processes (one for in-process)."""
+    from scale_bare import bare_waiting
+
+    from swarmdeck.config import load_settings
+
+    half = args.sessions // 2
+    spec = {
+        "store": args.store,
+        "base_url": base_url,
+        "recv_poll": load_settings().recv_poll_seconds,
+    }
+    delays = [delay(i % TIMER_BUCKETS, args.window, args.lead) for i in range(half)]
+    print(f"  bare DBOS: the same {args.sessions} waiting sessions", flush=True)
+    measured = bare_waiting(spec, delays, args.sessions - half, max(1, args.processes), args.rate)
+    return figures(measured)
 
 
 def waiting_on(host: Any, args: argparse.Namespace, home: Path) -> dict[str, float]:
@@ -349,7 +376,13 @@ async def _waiting_here(host: Any, args: argparse.Namespace, workdir: Path) -> d
         await host.services.close_models()
 
 
-def report(args, waited: dict[str, float], flight: tuple[float, int], lag_p99: float) -> None:  # type: ignore[no-untyped-def]
+def report(  # type: ignore[no-untyped-def]
+    args,
+    waited: dict[str, float],
+    bare: dict[str, float] | None,
+    flight: tuple[float, int],
+    lag_p99: float,
+) -> None:
     """The figures against issue 35's goals, then the closing line."""
     store = "PostgreSQL" if args.store else "SQLite"
     n = args.sessions
@@ -369,6 +402,8 @@ def report(args, waited: dict[str, float], flight: tuple[float, int], lag_p99: f
         f"{waited['message_cpu_ms']:.1f} ms of CPU per message in the session runners, "
         "timers included"
     )
+    if bare is not None:
+        print_bare(waited, bare)
     in_flight, peak = flight
     print(
         f"  turns of {TURN_LATENCY_S * 1000:.0f} ms: {peak} in flight at once at the peak "
@@ -378,6 +413,24 @@ def report(args, waited: dict[str, float], flight: tuple[float, int], lag_p99: f
     print(
         f"scale: {n} waiting, RSS {waited['rss']:.0f} MiB, timer p95 "
         f"{waited['timer_p95']:.2f} s, message p95 {waited['message_p95']:.0f} ms"
+    )
+
+
+def print_bare(waited: dict[str, float], bare: dict[str, float]) -> None:
+    """Bare DBOS's figures for the same waiting work, and ours against them."""
+    print(
+        f"  bare DBOS, same work: {bare['per_session_kib']:.0f} KiB/waiting session, "
+        f"{bare['rss']:.0f} MiB in all;\n  timer p95 {bare['timer_p95']:.2f} s, message p95 "
+        f"{bare['message_p95']:.0f} ms, {bare['message_cpu_ms']:.1f} ms of CPU per message"
+    )
+
+    def ratio(key: str) -> str:
+        return f"{waited[key] / bare[key]:.2f}x" if bare[key] > 0 else "n/a"
+
+    print(
+        f"  swarmdeck / bare DBOS: memory per session {ratio('per_session_kib')}, "
+        f"CPU per message {ratio('message_cpu_ms')},\n  timer p95 {ratio('timer_p95')}, "
+        f"message p95 {ratio('message_p95')}"
     )
 
 

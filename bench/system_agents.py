@@ -26,6 +26,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 import yaml
+from proc_stats import rss_mib
 from quick import parse_with_quick
 
 from swarmdeck.catalog import schema
@@ -124,13 +125,6 @@ def ticks(catalog: Catalog) -> int:
         return 0
     quiet = (record.options.get("cron") or {}).get("quiet_ticks", 0)
     return quiet + len(catalog.events("sys-sweeper", kinds=["timer"]))
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def rows(catalog: Catalog) -> dict[str, int]:

@@ -5,7 +5,8 @@ Each bench is a test of its own, so xdist spreads them over its workers beside t
 the suite. The figures of a quick run mean nothing; only the shape of the closing line is
 checked. bench/suite_cpu.py is left out: it is a pytest plugin and a report on what a whole
 suite run recorded, not a bench with a size (bench/quick.py, bare_http.py, child_env.py,
-fake_server.py, workspace_takeover.py and runner_overhead.py are modules the benches share).
+fake_server.py, workspace_takeover.py, runner_overhead.py, scale_bare.py and proc_stats.py are
+modules the benches share).
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ def test_every_bench_is_run_here() -> None:
         "prefix_share",
         "workspace_takeover",
         "runner_overhead",
+        "scale_bare",
+        "proc_stats",
     }
     benches = {p.stem for p in BENCH.glob("*.py")} - helpers
     assert benches == set(CLOSING_LINES)
@@ -95,5 +98,7 @@ def test_bench_runs_quick(name: str, tmp_path: Path) -> None:
     assert closing, out
     if name == "edits":  # a count of tokens, not a time: its goal holds at any size
         assert float(closing["ratio"]) >= 20, out
+    if name == "scale":  # its figures are read against bare DBOS's, measured in the run
+        assert re.search(rf"swarmdeck / bare DBOS: memory per session {NUMBER}x", out), out
     noise = [line for line in proc.stderr.splitlines() if NOISE.search(line)]
     assert not noise, out
