@@ -238,7 +238,7 @@ class _SqlBackend:
         while True:
             started = time.monotonic()
             try:
-                attempt = await self._run(self._store.try_acquire, config, holder, fresh, started)
+                attempt = await self._try_acquire(config, holder, fresh, started)
                 failures = 0
             except OperationalError as exc:
                 # SQLite's "database is locked" after its busy timeout, or the store is briefly
@@ -252,6 +252,36 @@ class _SqlBackend:
             fresh = fresh and not attempt.contended
             await held.cooling(attempt.cooling)
             await asyncio.sleep(_poll_delay(attempt.wait))
+
+    async def _try_acquire(
+        self, config: ProviderConfig, holder: str, fresh: bool, started: float
+    ) -> Attempt:
+        """One try for a slot; a caller cancelled meanwhile gives back the slot the try
+        took (its write commits on the DB thread however the caller ends)."""
+        loop = asyncio.get_running_loop()
+        tried = loop.run_in_executor(
+            self._executor, self._store.try_acquire, config, holder, fresh, started
+        )
+        try:
+            return await asyncio.shield(tried)
+        except asyncio.CancelledError:
+            tried.add_done_callback(self._give_back_taken)
+            raise
+
+    def _give_back_taken(self, tried: asyncio.Future[Attempt]) -> None:
+        """Callback: free the slot a cancelled caller's try took, if it took one."""
+        if tried.cancelled() or tried.exception() is not None:
+            return
+        lease = tried.result().lease
+        if lease is not None:
+            self._executor.submit(self._release_quietly, lease)
+
+    def _release_quietly(self, lease: Lease) -> None:
+        """Free a slot now; on failure its lease expires by itself."""
+        try:
+            self._store.release(lease)
+        except (OperationalError, DBAPIError) as exc:
+            log.debug("limiter: release for %s failed: %s", lease.provider, exc)
 
     async def release(self, lease: Lease, config: ProviderConfig) -> None:
         """Keep the slot for this process's next call for a moment (see PARK_S)."""
