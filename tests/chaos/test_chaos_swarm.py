@@ -178,6 +178,7 @@ def _killed_while_members_work(
     return catalog, script, ledger, coordinator
 
 
+@pytest.mark.timeout(300)  # its own waits allow more than the suite's 120 s
 def test_a_worker_takes_over_a_killed_swarm_and_drives_its_coordinator(
     store: Store, sd_home: Path, workdir: Path, fake_llm
 ) -> None:

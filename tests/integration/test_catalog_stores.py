@@ -635,7 +635,10 @@ def add_workers(cat: Catalog, prefix: str, n: int, **fields: Any) -> list[str]:
 
 
 def test_worker_liveness(catalog: Catalog) -> None:
-    reg = WorkerRegistry(catalog.engine)
+    # A lease of ten minutes: the live rows never beat here, and must stay live however
+    # slowly the test runs; the dead ones beat at 0.
+    lease = 600.0
+    reg = WorkerRegistry(catalog.engine, lease_s=lease)
     reg.register("me")
     dead = add_workers(catalog, "dead", 1)
     far_alive = add_workers(catalog, "far", 1, hostname="elsewhere.invalid")
@@ -651,11 +654,11 @@ def test_worker_liveness(catalog: Catalog) -> None:
     assert [w.executor_id for w in reg.alive()] == far_alive
     # A stopped executor is claimable at once, but never by itself.
     assert reg.claim_dead("me") == []
-    assert WorkerRegistry(catalog.engine).claim_dead("next") == ["me"]
+    assert WorkerRegistry(catalog.engine, lease_s=lease).claim_dead("next") == ["me"]
     # One that stops with no work left closes its row: there is nothing to claim.
     reg.register("done")
     reg.stop("done", left_work=False)
-    assert WorkerRegistry(catalog.engine).claim_dead("next") == []
+    assert WorkerRegistry(catalog.engine, lease_s=lease).claim_dead("next") == []
     assert "done" not in [w.executor_id for w in reg.rows()]
 
 

@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from swarmdeck.dispatch.modes import RESULT_EXAMPLES
 from swarmdeck.testing.fake_llm import FakeLLM, RecordedRequest
 from tests.conftest import cli_env, run_cli, write_provider
@@ -51,6 +53,7 @@ def peak_overlap(requests: list[RecordedRequest], latency: float) -> int:
     return peak
 
 
+@pytest.mark.timeout(300)  # its own waits allow more than the suite's 120 s
 def test_parallel_and_provider_limits(sd_home: Path, workdir: Path, tmp_path: Path) -> None:
     with FakeLLM(TWO_TURNS, latency=LATENCY) as wide, FakeLLM(TWO_TURNS, latency=LATENCY) as narrow:
         write_provider(sd_home, "wide", wide.openai_base_url)  # concurrency 4 by default

@@ -1,5 +1,5 @@
 """The idle timeout counts streamed output as activity: a model that streams a chunk every
-2 s for 12 s is not cut by `--idle-timeout 5`; a model that sends nothing still is. The
+2 s for 12 s is not cut by `--idle-timeout 8`; a model that sends nothing still is. The
 activity is a touch of the session in the catalog (the session may run in another process
 than the one watching it), on both stores, through real `dispatch` processes."""
 
@@ -32,7 +32,7 @@ def test_streamed_chunks_keep_a_run_alive_and_silence_does_not(
 
         def run(task: str):
             began = time.monotonic()
-            res = run_cli(sd_home, *args, "--idle-timeout", "5", "--task", task, timeout=90)
+            res = run_cli(sd_home, *args, "--idle-timeout", "8", "--task", task, timeout=90)
             return res, time.monotonic() - began
 
         with ThreadPoolExecutor(2) as pool:

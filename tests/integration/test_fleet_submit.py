@@ -61,10 +61,14 @@ def test_a_session_handed_over_runs_on_exactly_one_of_two_workers(
     write_provider(sd_home, "fake", fake_llm.openai_base_url)
     script = explore_script()
     fake_llm.set_script(script)
-    workers = [fleet.start("host-a"), fleet.start("host-b")]
+    # Leases of a minute: a worker whose beat a loaded machine delays past the default 3 s
+    # would be taken over by its peer (a second execution), or the dispatch's session taken
+    # back by the dispatch itself.
+    workers = [fleet.start(h, SWARMDECK_LEASE_SECONDS="60") for h in ("host-a", "host-b")]
     res = run_cli(
         sd_home, "dispatch", "--provider", "fake", "--mode", "explore", "--workdir",
         str(workdir), "--task", "what does main return?", timeout=120,
+        SWARMDECK_LEASE_SECONDS="60",
     )  # fmt: skip
     assert res.code == 0, res.stderr
     started, verdict = (json.loads(line) for line in res.stdout.splitlines())
@@ -82,6 +86,7 @@ def test_a_session_handed_over_runs_on_exactly_one_of_two_workers(
     }
 
 
+@pytest.mark.timeout(300)  # its own waits allow more than the suite's 120 s
 def test_a_hundred_sessions_spread_over_both_workers_within_their_concurrency(
     store: Store, sd_home: Path, workdir: Path, fake_llm, fleet: Fleet
 ) -> None:
@@ -102,7 +107,10 @@ def test_a_hundred_sessions_spread_over_both_workers_within_their_concurrency(
     script = Scripted({"job": Agent([slow_answer])})
     fake_llm.set_script(script)
     # Ten sessions at a time per worker: a burst must wait its turn on the queue.
-    workers = [fleet.start(h, SWARMDECK_WORKER_CONCURRENCY="10") for h in ("host-a", "host-b")]
+    workers = [
+        fleet.start(h, SWARMDECK_WORKER_CONCURRENCY="10", SWARMDECK_LEASE_SECONDS="60")
+        for h in ("host-a", "host-b")
+    ]
     host = Host()
     # Half one by one, half at once (one transaction, as Swarm.start_all does).
     ids = [
@@ -386,7 +394,6 @@ def test_a_first_worker_on_a_fresh_store_serves_the_fleets_queue_at_once(
         # Pending and answerable to this live process: no worker starts it or takes it over.
         sid = submitter.create_session(SessionRequest("queued job", "fake", workdir)).id
         worker = fleet.start("host-a")
-        enqueued = time.monotonic()
         client.enqueue(
             {
                 "queue_name": SESSIONS_QUEUE,
@@ -402,7 +409,11 @@ def test_a_first_worker_on_a_fresh_store_serves_the_fleets_queue_at_once(
             timeout=10,
             what="the worker to claim the queued session",
         )
-        claimed_after = time.monotonic() - enqueued
+        # On the store's clocks, from the enqueue to the claim: the test's own round trips
+        # and polls do not count.
+        status = client.retrieve_workflow(sid).get_status()
+        assert status.created_at is not None and status.dequeued_at is not None
+        claimed_after = (status.dequeued_at - status.created_at) / 1000
         catalog = open_catalog()
         wait_for(lambda: catalog.get_session(sid).status == "completed", what="the session")
         assert catalog.get_session(sid).executor == worker.executor_id
@@ -410,8 +421,9 @@ def test_a_first_worker_on_a_fresh_store_serves_the_fleets_queue_at_once(
         client.destroy()
         submitter.shutdown()
     # Up to ~1 s at the manager's next look; at once (a queue poll) from its first. A
-    # loaded machine stretches that too (a suite run claimed after 0.71 s).
-    assert claimed_after < stretched_by_load(0.5), claimed_after
+    # loaded machine stretches that too (a suite run claimed after 0.71 s, on the test's
+    # clock).
+    assert claimed_after < stretched_by_load(0.6), claimed_after
 
 
 def test_a_worker_starts_the_sessions_it_takes_over_at_once(

@@ -178,7 +178,7 @@ def test_servers_start_at_once(tmp_path: Path, workdir: Path, pids: Path) -> Non
     log = tmp_path / "mcp.log"
     env = {"MCP_TEST_PIDS": str(pids)}
     hung = {
-        f"dead{i}": stdio_entry(f"dead{i}", log, "--hang", default=True, startupTimeout=2, env=env)
+        f"dead{i}": stdio_entry(f"dead{i}", log, "--hang", default=True, startupTimeout=4, env=env)
         for i in range(3)
     }
     alpha = stdio_entry("alpha", log, default=True, effect="read", env=env)
@@ -194,8 +194,9 @@ def test_servers_start_at_once(tmp_path: Path, workdir: Path, pids: Path) -> Non
         return took, found
 
     took, found = asyncio.run(timed())
-    # One after another took at least 3 x 2 s.
-    assert took < 5.0, took
+    # One after another took at least 3 x 4 s; at once, 4 s and the working one's start
+    # and close (a Python process importing the MCP SDK: seconds on a loaded machine).
+    assert took < 10.0, took
     assert {t.name for t in found.tools} >= {"alpha__echo", "alpha__add"}
     texts = sorted(text for _key, text in found.notices)
     assert [t.split(" did not start")[0] for t in texts] == [

@@ -228,7 +228,7 @@ async def test_terminate_and_scale_on_a_persons_turn(swarm: Swarm, fake_llm, wor
                 hostname="h",
                 pid=1,
                 processes=2,
-                heartbeat_at=time.time(),
+                heartbeat_at=time.time() + 3600,  # it never beats: live however slow the test
                 stopped=False,
             )
         )

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from swarmdeck.cli.sessions import open_catalog
 from swarmdeck.ui.dialogs import ArtifactDialog, PromptDialog
 from tests.conftest import run_cli
@@ -14,6 +16,7 @@ from tests.ui.pilot_support import Tui, deck, list_lines, screen_text, until
 from tests.ui.test_tui_live import inbox
 
 
+@pytest.mark.timeout(300)  # its own waits allow more than the suite's 120 s
 async def test_after_the_demo_the_tui_shows_its_tree_and_answers_its_question(
     sd_home: Path, tui: Tui
 ) -> None:
