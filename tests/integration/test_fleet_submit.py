@@ -383,7 +383,7 @@ def test_a_first_worker_on_a_fresh_store_serves_the_fleets_queue_at_once(
     # queue's first poll (0.05 s) instead.
     from dbos import DBOSClient
 
-    from swarmdeck.runtime.engine import APP_VERSION, SESSION_WORKFLOW, SESSIONS_QUEUE
+    from swarmdeck.runtime.engine.workflow import APP_VERSION, SESSION_WORKFLOW, SESSIONS_QUEUE
 
     write_provider(sd_home, "fake", fake_llm.openai_base_url)
     fake_llm.set_script(Scripted({"queued job": Agent([text("done")])}))

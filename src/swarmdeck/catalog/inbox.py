@@ -21,6 +21,19 @@ from swarmdeck.catalog.records import COMPACT_REQUEST_KIND, InboxItem, InboxPost
 RINGING_KINDS = ("user", "answer", COMPACT_REQUEST_KIND)
 
 
+def mail_note(message_id: int, session_id: str) -> str:
+    """What a NOTIFY of new mail says: the message's inbox id and its session."""
+    return f"{message_id} {session_id}"
+
+
+def read_mail_note(note: str) -> tuple[int, str] | None:
+    """(message id, session id) of a mail NOTIFY's payload; None for any other."""
+    message_id, _, session_id = note.partition(" ")
+    if not message_id.isdigit() or not session_id:
+        return None
+    return int(message_id), session_id
+
+
 class InboxTables(StoreAccess):
     """The inbox (sd_inbox)."""
 
@@ -46,12 +59,14 @@ class InboxTables(StoreAccess):
             .on_conflict_do_nothing(index_elements=["session_id", "msg_id"])
             .returning(schema.inbox.c.id)
         )
-        fresh = conn.execute(statement).first() is not None
-        if fresh and not self.is_sqlite and post.kind in RINGING_KINDS:
+        row = conn.execute(statement).first()
+        if row is not None and not self.is_sqlite and post.kind in RINGING_KINDS:
             # The workers hear of it at commit, instead of each polling the inbox 20 times
-            # a second (10 % of an idle worker's CPU went into those polls).
-            conn.exec_driver_sql(f"NOTIFY {MAIL_CHANNEL}")
-        return fresh
+            # a second (10 % of an idle worker's CPU went into those polls); its id and
+            # session let the one that runs the session ring it without a read.
+            note = mail_note(row[0], post.session_id)
+            conn.execute(sa.select(sa.func.pg_notify(MAIL_CHANNEL, note)))
+        return row is not None
 
     def drain(
         self,

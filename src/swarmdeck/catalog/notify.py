@@ -14,11 +14,11 @@ RECONNECT_SECONDS = 1.0
 TICK_SECONDS = 0.5
 
 
-def listen(store_url: str, channels: Mapping[str, Callable[[], None]]) -> threading.Event:
-    """Call each channel's callback (in a daemon thread) on each NOTIFY on it; set the
-    returned event to stop. A lost connection is made again; meanwhile the caller's polls
-    cover. Every callback is called once as it starts listening: what was announced before
-    went unheard."""
+def listen(store_url: str, channels: Mapping[str, Callable[[str], None]]) -> threading.Event:
+    """Call each channel's callback (in a daemon thread) with the payload of each NOTIFY
+    on it; set the returned event to stop. A lost connection is made again; meanwhile the
+    caller's polls cover. Every callback is called once, with an empty payload, as it
+    starts listening: what was announced before went unheard."""
     import psycopg
 
     stop = threading.Event()
@@ -30,10 +30,10 @@ def listen(store_url: str, channels: Mapping[str, Callable[[], None]]) -> thread
                     for channel in channels:
                         conn.execute(f"LISTEN {channel}")
                     for on_notify in channels.values():
-                        on_notify()
+                        on_notify("")
                     while not stop.is_set():
                         for note in conn.notifies(timeout=TICK_SECONDS):
-                            channels[note.channel]()
+                            channels[note.channel](note.payload)
             except Exception as exc:  # the server went away: listen again shortly
                 log.info("LISTEN %s: %s; listening again", ", ".join(channels), exc)
                 stop.wait(RECONNECT_SECONDS)

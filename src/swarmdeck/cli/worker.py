@@ -117,7 +117,7 @@ async def _serve(
                 console.print(f"still busy after {max_s:g} s; exiting anyway")
             return
         notified = not host.settings.is_sqlite
-        duties, handover, mail = fleet_loop(engine, console.print, notified)
+        duties, handover, hear_mail = fleet_loop(engine, console.print, notified)
         duties.add(Duty("keep system agents", SYSTEM_AGENTS_SECONDS, keep_system))
         warmup.duty = duties.add(Duty("warm the model SDKs", WARMUP_POLL_SECONDS, warmup.poll))
         listener = None
@@ -125,8 +125,8 @@ async def _serve(
             listener = listen(
                 host.settings.store_url,
                 {
-                    HANDOVER_CHANNEL: lambda: duties.wake(handover),
-                    MAIL_CHANNEL: lambda: duties.wake(mail),
+                    HANDOVER_CHANNEL: lambda _note: duties.wake(handover),
+                    MAIL_CHANNEL: hear_mail,
                 },
             )
         try:

@@ -5,6 +5,7 @@ are added as Duty entries (the plugins' system agents, say)."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from swarmdeck.catalog.changes import StoreChanges
+from swarmdeck.catalog.inbox import read_mail_note
 
 if TYPE_CHECKING:
     from swarmdeck.runtime.engine import Engine
@@ -91,10 +93,15 @@ class DutyLoop:
 class FleetDuties:
     """The duties every fleet worker keeps (see `fleet_loop`)."""
 
-    def __init__(self, engine: Engine, say: Callable[[str], None]) -> None:
+    def __init__(self, engine: Engine, say: Callable[[str], None], notified: bool) -> None:
         self.engine = engine
         self.catalog = engine.services.catalog
         self.say = say
+        # Mail NOTIFY named (message id, session id), from the listener's thread; the inbox
+        # is read only every NOTIFIED_INBOX_SECONDS then, for what a NOTIFY missed.
+        self._heard: collections.deque[tuple[int, str]] = collections.deque()
+        self._look_every = NOTIFIED_INBOX_SECONDS if notified else 0.0
+        self._looked = float("-inf")
         # On SQLite the frequent polls first ask whether anything was written at all.
         db = self.catalog.engine.url.database
         on_file = self.catalog.is_sqlite and db and db != ":memory:"
@@ -129,8 +136,35 @@ class FleetDuties:
         if recent:
             await asyncio.to_thread(self.engine.requeue_work_of, recent)
 
+    def hear_mail(self, note: str) -> None:
+        """A mail NOTIFY's payload (called from the listener's thread)."""
+        heard = read_mail_note(note)
+        if heard is not None:
+            self._heard.append(heard)
+        else:  # the listener (re)started: what came meanwhile went unheard
+            self._looked = float("-inf")
+
     async def ring_mail(self) -> None:
-        """Wake this worker's sessions that got messages from a process without an engine.
+        """Wake this worker's sessions that got messages from a process without an engine:
+        those a NOTIFY named that run here at once, with no read; the others a look at the
+        inbox finds (at each poll on SQLite, every NOTIFIED_INBOX_SECONDS on PostgreSQL)."""
+        await self._ring_heard()
+        if time.monotonic() - self._looked < self._look_every:
+            return
+        self._looked = time.monotonic()
+        await self._ring_found()
+
+    async def _ring_heard(self) -> None:
+        """Ring the sessions the NOTIFYs named that run here (another worker rings its own)."""
+        heard = []
+        while self._heard:
+            heard.append(self._heard.popleft())
+        fresh = [(mid, sid) for mid, sid in heard if mid not in self._rung]
+        rang = await asyncio.gather(*(self.engine.ring_if_here(sid) for _mid, sid in fresh))
+        self._rung.update(mid for (mid, _sid), here in zip(fresh, rang, strict=True) if here)
+
+    async def _ring_found(self) -> None:
+        """Ring the sessions of this worker with mail not rung yet, read from the inbox.
 
         The cursor trails the newest message seen: on PostgreSQL ids are handed out before
         commit, so a message may land below one already seen."""
@@ -168,10 +202,10 @@ class FleetDuties:
 
 def fleet_loop(
     engine: Engine, say: Callable[[str], None], notified: bool
-) -> tuple[DutyLoop, Duty, Duty]:
-    """A worker's duty loop; returns it with the hand-over and mail duties (woken by
-    NOTIFY where `notified`)."""
-    fleet = FleetDuties(engine, say)
+) -> tuple[DutyLoop, Duty, Callable[[str], None]]:
+    """A worker's duty loop; returns it with the hand-over duty and what hears a mail
+    NOTIFY's payload (both woken by NOTIFY where `notified`)."""
+    fleet = FleetDuties(engine, say, notified)
     settings = engine.services.settings
     loop = DutyLoop()
     every = NOTIFIED_HANDOVER_SECONDS if notified else settings.handover_poll_seconds
@@ -183,4 +217,9 @@ def fleet_loop(
     )
     loop.add(Duty("stop cancelled", CANCEL_SECONDS, fleet.stop_cancelled))
     loop.add(Duty("forget", FORGET_SECONDS, fleet.forget))
-    return loop, handover, mail
+
+    def hear_mail(note: str) -> None:
+        fleet.hear_mail(note)
+        loop.wake(mail)
+
+    return loop, handover, hear_mail

@@ -29,14 +29,12 @@ per-worker and global concurrency. Two pieces DBOS lacks are added beside it, he
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import json
 import logging
 import os
 import threading
 import uuid
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
@@ -48,15 +46,15 @@ from swarmdeck.catalog import schema
 from swarmdeck.catalog.workers import WorkerRegistry
 from swarmdeck.config import Settings
 from swarmdeck.runtime.durable import ROLLED_OVER, SUPERSEDED, SessionRunner
+from swarmdeck.runtime.engine.active_counts import CountedActiveWorkflows, count_active_workflows
 from swarmdeck.runtime.engine.claims import PromptClaims, launch_serving
+from swarmdeck.runtime.engine.history import WorkflowHistory
 from swarmdeck.runtime.engine.sqlite_listener import install_sqlite_listener
 from swarmdeck.runtime.engine.workflow import (
     APP_NAME,
     APP_VERSION,
-    ENDED_WORKFLOW_STATUSES,
     RESULT_POLL_SECONDS,
     ROLES,
-    SESSION_WORKFLOW,
     SESSIONS_QUEUE,
     WORKFLOW_FORMAT,
     advance_generation,
@@ -105,7 +103,7 @@ def _dbos_config(settings: Settings, services: Services, executor_id: str) -> DB
     return config
 
 
-class Engine:
+class Engine(WorkflowHistory):
     """A launched DBOS runtime in this process, registered as a live executor.
 
     `role` "worker" is a fleet worker: others hand it sessions. `serve_queue` makes this
@@ -139,6 +137,7 @@ class Engine:
         # Handles of workflows started by this process: awaiting them needs no polling.
         self._handles: dict[str, Any] = {}
         self._prompt: PromptClaims | None = None
+        self._active: CountedActiveWorkflows | None = None
         # Executors whose sessions this process took over.
         self._taken_over: list[str] = []
 
@@ -173,6 +172,7 @@ class Engine:
         if settings.is_sqlite:
             install_sqlite_listener()
         DBOS(config=_dbos_config(settings, self.services, self.executor_id))
+        self._active = count_active_workflows(dbos_instance())
         if not self.serve_queue:
             DBOS.listen_queues([])
             DBOS.launch()
@@ -401,6 +401,22 @@ class Engine:
         except Exception:  # no workflow yet or finished: the inbox keeps the message
             return
 
+    async def ring_if_here(self, session_id: str) -> bool:
+        """Ring the session if the workflow of the generation this process knows it by
+        runs here, with no read of the store; False when it does not (it runs elsewhere,
+        or on a generation this process has not seen: the caller asks the store then)."""
+        record = self.services.held_identity(session_id)
+        if record is None or self._active is None:
+            return False
+        wf = workflow_id(session_id, record.generation)
+        if not self._active.runs(wf):
+            return False
+        try:
+            await DBOS.send_async(wf, "ring", "doorbell")
+        except Exception:  # it ended meanwhile: the inbox keeps the message
+            return True
+        return True
+
     async def cancel(self, session_ids: list[str]) -> None:
         """Stop these sessions' workflows (their catalog status is set by the caller)."""
         cancelled = []
@@ -415,63 +431,6 @@ class Engine:
         """Stop the session workflows this process runs before it closes what they use:
         they stay PENDING, resumable or taken over as after a crash."""
         await stop_all_here(STOP_WAIT_SECONDS)
-
-    # -- history: what the maintenance tools prune (EngineOps) ----------------------------
-
-    async def outside_workflow(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
-        """Run `fn` as this process rather than as part of the calling workflow.
-
-        DBOS records its own calls made in a workflow's context as steps of that workflow.
-        A tool's engine calls must not be: the tool call is journaled in the catalog, so a
-        replay skips it, and a recorded DBOS step it left behind would shift every later one.
-        """
-        task = asyncio.get_running_loop().create_task(fn(*args), context=contextvars.Context())
-        return await task
-
-    async def ended_workflows(self) -> list[tuple[str, str, float]]:
-        """(workflow id, status, ended at) of every ended session workflow DBOS keeps."""
-
-        async def listing() -> list[Any]:
-            return await DBOS.list_workflows_async(
-                name=SESSION_WORKFLOW,
-                status=ENDED_WORKFLOW_STATUSES,
-                load_input=False,
-                load_output=False,
-            )
-
-        found = await self.outside_workflow(listing)
-        return [(w.workflow_id, w.status, (w.updated_at or 0) / 1000.0) for w in found]
-
-    async def workflow_history(self, workflow_ids: list[str]) -> tuple[int, int, int]:
-        """(runs, steps, bytes of their recorded outputs) of these workflows."""
-
-        async def measure() -> tuple[int, int, int]:
-            runs = steps = size = 0
-            for wf in workflow_ids:
-                if await DBOS.get_workflow_status_async(wf) is None:
-                    continue
-                recorded = await DBOS.list_workflow_steps_async(wf)
-                runs += 1
-                steps += len(recorded)
-                size += sum(len(json.dumps(s.get("output"), default=str)) for s in recorded)
-            return runs, steps, size
-
-        return await self.outside_workflow(measure)
-
-    async def delete_workflows(self, workflow_ids: list[str]) -> list[str]:
-        """Delete the history of those of these workflows that have ended (a workflow still
-        pending is left alone); returns the ids deleted."""
-
-        async def delete() -> list[str]:
-            found = await DBOS.list_workflows_async(
-                workflow_ids=workflow_ids, load_input=False, load_output=False
-            )
-            ended = [w.workflow_id for w in found if w.status in ENDED_WORKFLOW_STATUSES]
-            if ended:
-                await DBOS.delete_workflows_async(ended)
-            return ended
-
-        return await self.outside_workflow(delete) if workflow_ids else []
 
 
 def _beat(ref: weakref.ReferenceType[Engine]) -> None:
