@@ -50,8 +50,7 @@ async def test_after_the_demo_the_tui_shows_its_tree_and_answers_its_question(
         # Its artifact.
         await pilot.press("o")
         assert isinstance(app.screen, ArtifactDialog)
-        await pilot.pause(0.2)
-        assert "# Review of calc" in screen_text(app)
+        await until(pilot, "the artifact", lambda: "# Review of calc" in screen_text(app))
         await pilot.press("escape")
         # The session that waits for an answer.
         await pilot.press("n")

@@ -67,8 +67,7 @@ async def test_tree_badges_transcript_and_inspector(store: Store, tmp_path: Path
         assert call.allow_expand and not call.is_expanded
         assert "started sub-agent" in str(call.label)
         call.expand()
-        await pilot.pause(0.1)
-        assert "arguments:" in screen_text(app)
+        await until(pilot, "the call's arguments", lambda: "arguments:" in screen_text(app))
         if store.name == "sqlite":
             await assert_snapshot(pilot, "coordinator")
 
@@ -130,8 +129,7 @@ async def test_jumps_copy_and_artifacts(store: Store, tmp_path: Path, tui: Tui) 
         await until(pilot, "the coordinator", lambda: _followed(app) == s.coordinator)
         await pilot.press("o")
         assert isinstance(app.screen, ArtifactDialog)
-        await pilot.pause(0.1)
-        assert REPORT.splitlines()[-1] in screen_text(app)
+        await until(pilot, "the report", lambda: REPORT.splitlines()[-1] in screen_text(app))
         if store.name == "sqlite":
             # The artifact's path is the test's own: hide it from the snapshot.
             app.screen.query_one("#text").update(REPORT)

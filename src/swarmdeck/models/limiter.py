@@ -273,8 +273,12 @@ class _SqlBackend:
         if tried.cancelled() or tried.exception() is not None:
             return
         lease = tried.result().lease
-        if lease is not None:
+        if lease is None:
+            return
+        try:
             self._executor.submit(self._release_quietly, lease)
+        except RuntimeError:  # the limiter closed meanwhile: the lease expires by itself
+            log.debug("limiter: closed before a cancelled caller's slot went back")
 
     def _release_quietly(self, lease: Lease) -> None:
         """Free a slot now; on failure its lease expires by itself."""
