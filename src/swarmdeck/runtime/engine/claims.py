@@ -118,6 +118,7 @@ class PromptClaims:
         self._peers = peers
         self._peer_count: tuple[float, int] | None = None
         self.sys_db.start_queued_workflows = self._locked_claim
+        self._waiting_one: sa.Select[Any] | None = None
 
     def _locked_claim(
         self,
@@ -179,14 +180,17 @@ class PromptClaims:
         """Whether any workflow waits on the fleet queue (ENQUEUED): asked first and alone
         (an index look), as the queue is mostly empty, DBOS's claim is a transaction, and
         the fair share counts the started workflows (every waiting session's)."""
-        ws = self.sys_db.tables.workflow_status
-        with self.sys_db.engine.connect() as conn:
-            found = conn.execute(
+        if self._waiting_one is None:
+            # Built once: asked 20 times a second, a select built anew spent more CPU in
+            # SQLAlchemy (its cache key) than the database spent answering it.
+            ws = self.sys_db.tables.workflow_status
+            self._waiting_one = (
                 sa.select(ws.c.workflow_uuid)
                 .where(ws.c.queue_name == SESSIONS_QUEUE, ws.c.status == "ENQUEUED")
                 .limit(1)
-            ).first()
-        return found is not None
+            )
+        with self.sys_db.engine.connect() as conn:
+            return conn.execute(self._waiting_one).first() is not None
 
     def _queue_counts(self, executor_id: str) -> tuple[int, int, int, int]:
         """The fleet queue's workflows waiting (ENQUEUED), of them those waiting longer
