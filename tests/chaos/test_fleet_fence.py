@@ -48,7 +48,9 @@ def test_a_paused_worker_that_comes_back_commits_nothing_and_gives_its_sessions_
         return text("done")
 
     fake_llm.set_script(Scripted({"pauser": Agent([first_turn, second_turn])}))
-    paused = fleet.start("host-a")
+    # A long lease as host-a reads the others: once restarted, it must not take over the
+    # taker for a beat a loaded machine delayed (host-b judges host-a on its own 3 s).
+    paused = fleet.start("host-a", SWARMDECK_LEASE_SECONDS="30")
     sid = Host().create_session(SessionRequest("pauser", "fake", workdir), fleet=True).id
     wait_for(lambda: asked == [0], what="the first turn to be asked")
     taker = fleet.start("host-b")
