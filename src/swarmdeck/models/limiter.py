@@ -273,19 +273,8 @@ class _SqlBackend:
         if tried.cancelled() or tried.exception() is not None:
             return
         lease = tried.result().lease
-        if lease is None:
-            return
-        try:
-            self._executor.submit(self._release_quietly, lease)
-        except RuntimeError:  # the limiter closed meanwhile: the lease expires by itself
-            log.debug("limiter: closed before a cancelled caller's slot went back")
-
-    def _release_quietly(self, lease: Lease) -> None:
-        """Free a slot now; on failure its lease expires by itself."""
-        try:
-            self._store.release(lease)
-        except (OperationalError, DBAPIError) as exc:
-            log.debug("limiter: release for %s failed: %s", lease.provider, exc)
+        if lease is not None:
+            self._free_soon(lease)
 
     async def release(self, lease: Lease, config: ProviderConfig) -> None:
         """Keep the slot for this process's next call for a moment (see PARK_S)."""
@@ -330,14 +319,22 @@ class _SqlBackend:
         kept_list = self._kept.get(kept.lease.provider, [])
         if kept in kept_list:
             kept_list.remove(kept)
-            with self._lock:
-                self._expired.append(kept.lease)
-                first = len(self._expired) == 1
-            if first:
-                # Straight to the DB threads, not an asyncio task or a loop callback: a loop
-                # that ends meanwhile (a CLI run finishing, or one asyncio.run of several)
-                # must neither drop the batch nor leave it unsent for the next loop's slots.
-                self._executor.submit(self._free_expired)
+            self._free_soon(kept.lease)
+
+    def _free_soon(self, lease: Lease) -> None:
+        """Free the slot on a DB thread, in one write with the others freed meanwhile."""
+        with self._lock:
+            self._expired.append(lease)
+            first = len(self._expired) == 1
+        if not first:
+            return
+        # Straight to the DB threads, not an asyncio task or a loop callback: a loop that
+        # ends meanwhile (a CLI run finishing, or one asyncio.run of several) must neither
+        # drop the batch nor leave it unsent for the next loop's slots.
+        try:
+            self._executor.submit(self._free_expired)
+        except RuntimeError:  # the limiter closed meanwhile: the leases expire by themselves
+            log.debug("limiter: closed before %d slots went back", len(self._expired))
 
     def _free_expired(self) -> None:
         """Free the slot rows of every expired kept slot, one write for all; on failure

@@ -396,10 +396,7 @@ class Engine(WorkflowHistory):
 
     async def ring(self, session_id: str) -> None:
         """Wake the session if it waits on its doorbell; the message itself is in the inbox."""
-        try:
-            await DBOS.send_async(await self.current_workflow(session_id), "ring", "doorbell")
-        except Exception:  # no workflow yet or finished: the inbox keeps the message
-            return
+        await _ring(await self.current_workflow(session_id))
 
     async def ring_if_here(self, session_id: str) -> bool:
         """Ring the session if the workflow of the generation this process knows it by
@@ -411,10 +408,7 @@ class Engine(WorkflowHistory):
         wf = workflow_id(session_id, record.generation)
         if not self._active.runs(wf):
             return False
-        try:
-            await DBOS.send_async(wf, "ring", "doorbell")
-        except Exception:  # it ended meanwhile: the inbox keeps the message
-            return True
+        await _ring(wf)
         return True
 
     async def cancel(self, session_ids: list[str]) -> None:
@@ -431,6 +425,14 @@ class Engine(WorkflowHistory):
         """Stop the session workflows this process runs before it closes what they use:
         they stay PENDING, resumable or taken over as after a crash."""
         await stop_all_here(STOP_WAIT_SECONDS)
+
+
+async def _ring(wf: str) -> None:
+    """Ring a session workflow's doorbell (the message itself is in the inbox)."""
+    try:
+        await DBOS.send_async(wf, "ring", "doorbell")
+    except Exception:  # no workflow yet, or it ended: the inbox keeps the message
+        return
 
 
 def _beat(ref: weakref.ReferenceType[Engine]) -> None:
