@@ -62,20 +62,20 @@ class Session:
     async def send(self, text: str, msg_id: str | None = None, pinned: bool = False) -> bool:
         """Deliver a message; the same msg_id twice is delivered once. A pinned message is
         kept verbatim when older turns are compacted."""
-        fresh = self.swarm.host.send(self.id, text, msg_id, pinned=pinned)
+        fresh = await asyncio.to_thread(self.swarm.host.send, self.id, text, msg_id, pinned=pinned)
         await self.swarm.host.ring(self.id)
         return fresh
 
     async def answer(self, text: str, msg_id: str | None = None) -> bool:
         """Answer the session's ask_user question."""
-        fresh = self.swarm.host.answer(self.id, text, msg_id)
+        fresh = await asyncio.to_thread(self.swarm.host.answer, self.id, text, msg_id)
         await self.swarm.host.ring(self.id)
         return fresh
 
     async def wait_for_status(self, *statuses: str, timeout: float = 60) -> str:
         """Poll until the session reaches one of these statuses."""
         deadline = asyncio.get_running_loop().time() + timeout
-        while (status := self.status) not in statuses:
+        while (status := await asyncio.to_thread(lambda: self.status)) not in statuses:
             if asyncio.get_running_loop().time() > deadline:
                 raise TimeoutError(f"session {self.id} stayed {status}")
             await asyncio.sleep(POLL_SECONDS)
@@ -84,19 +84,26 @@ class Session:
     async def result(self, timeout: float | None = None) -> SessionResult:
         """Wait until the session ends or, a persistent one, rests with every message sent
         to it answered; its text is then the model's latest answer."""
-        catalog = self.swarm.host.catalog
         deadline = asyncio.get_running_loop().time() + (timeout or 3600)
-        while True:
-            # A message still in the inbox means a turn is coming: not rested yet. The inbox
-            # is read before the status: taking messages marks the session running in the
-            # same transaction, so this order never sees "idle, nothing pending" in between.
-            pending = catalog.pending_count(self.id)
-            record = catalog.get_session(self.id)
-            if record.terminal or (record.status == "idle" and not pending):
-                break
+        # Read in a thread: on PostgreSQL a read is a round trip, and the sessions this
+        # process runs share the loop this waits on.
+        while (found := await asyncio.to_thread(self._rested)) is None:
             if asyncio.get_running_loop().time() > deadline:
-                raise TimeoutError(f"session {self.id} stayed {record.status}")
+                status = await asyncio.to_thread(lambda: self.status)
+                raise TimeoutError(f"session {self.id} stayed {status}")
             await asyncio.sleep(POLL_SECONDS)
+        return found
+
+    def _rested(self) -> SessionResult | None:
+        """The session's result once it has ended or rests with nothing pending, else None."""
+        catalog = self.swarm.host.catalog
+        # A message still in the inbox means a turn is coming: not rested yet. The inbox is
+        # read before the status: taking messages marks the session running in the same
+        # transaction, so this order never sees "idle, nothing pending" in between.
+        pending = catalog.pending_count(self.id)
+        record = catalog.get_session(self.id)
+        if not (record.terminal or (record.status == "idle" and not pending)):
+            return None
         text = record.final_text or ""
         if not record.terminal:
             last = catalog.last_event(self.id, ["assistant"])
@@ -223,7 +230,7 @@ class Swarm:
         if not requests:
             return []
         fleet = not self.local and bool(await asyncio.to_thread(self.host.fleet_workers))
-        records = self.host.create_sessions(requests, fleet=fleet)
+        records = await asyncio.to_thread(self.host.create_sessions, requests, fleet=fleet)
         if not fleet:
             await asyncio.gather(*(self.host.start(r.id) for r in records))
         return [Session(self, r.id) for r in records]

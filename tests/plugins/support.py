@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from swarmdeck.catalog import schema
 from swarmdeck.catalog.catalog import Catalog
 from swarmdeck.testing.script import FakeRequest, Reply
+from tests.conftest import run_cli, write_provider
 from tests.integration.test_sessions_support import call, calls, text
 
 REFERENCE = Path("/work/shared/reference/pilotswarm-sdk-0.1.3-plugins.txt")
@@ -138,3 +139,14 @@ def session_ids(catalog: Catalog) -> set[str]:
     """Every session id of the store."""
     with catalog.engine.connect() as conn:
         return {r[0] for r in conn.execute(sa.select(schema.sessions.c.id))}
+
+
+def enable_system_agents(sd_home: Path, fake_llm: Any) -> tuple[MgmtScript, str]:
+    """The packaged system agents enabled on the fake model (`system start`), answered by
+    a fresh MgmtScript; returns it and what the command printed."""
+    write_provider(sd_home, "fake", fake_llm.openai_base_url)
+    script = MgmtScript({})
+    fake_llm.set_script(script)
+    res = run_cli(sd_home, "system", "start", "--model", "fake")
+    assert res.code == 0, res.stderr
+    return script, res.stdout

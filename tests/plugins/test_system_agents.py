@@ -18,7 +18,13 @@ from tests.integration.test_sessions_support import (
     sigkill,
     wait_for,
 )
-from tests.plugins.support import MgmtScript, fast_sweeper, seed, session_ids
+from tests.plugins.support import (
+    MgmtScript,
+    enable_system_agents,
+    fast_sweeper,
+    seed,
+    session_ids,
+)
 
 SYSTEM = {"sys-operator", "sys-sweeper", "sys-resourcemgr"}
 
@@ -36,12 +42,8 @@ def test_start_refuses_without_a_model_the_user_names(sd_home: Path) -> None:
 def test_two_workers_starting_together_make_one_session_each(
     store: Store, sd_home: Path, fake_llm
 ) -> None:
-    write_provider(sd_home, "fake", fake_llm.openai_base_url)
-    script = MgmtScript({})
-    fake_llm.set_script(script)
-    res = run_cli(sd_home, "system", "start", "--model", "fake")
-    assert res.code == 0, res.stderr
-    assert "enabled sweeper as sys-sweeper under sys-operator on fake:scripted" in res.stdout
+    script, printed = enable_system_agents(sd_home, fake_llm)
+    assert "enabled sweeper as sys-sweeper under sys-operator on fake:scripted" in printed
     workers = [popen_cli(sd_home, "worker", "--once", "--max-seconds", "60") for _ in range(2)]
     for w in workers:
         code, _out, err = finish(w, timeout=120)

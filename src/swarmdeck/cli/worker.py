@@ -195,21 +195,27 @@ async def settle(host: Host, engine: Engine, stop: asyncio.Event, max_seconds: f
 
 async def quiet(host: Host, engine: Engine) -> bool:
     """True when no session has work to do: none busy, none about to wake on a message."""
-    catalog = host.catalog
-    for sid in catalog.live_session_ids():
+    # Read in threads: the sessions this worker runs share the loop this polls on.
+    for sid in await asyncio.to_thread(host.catalog.live_session_ids):
         state = await engine.workflow_status(await engine.current_workflow(sid))
         if state == "ENQUEUED":
             return False  # recovered, not yet picked up
         if state != "PENDING":
             continue  # no workflow (never started), or it ended: nothing runs it
-        # The inbox first, then the status: a session takes messages and turns `running`
-        # in one transaction, so this order never sees "resting, nothing pending" while a
-        # message it just took is still unanswered (the other order can).
-        pending = catalog.pending_count(sid)
-        answers = catalog.pending_count(sid, ["answer"])
-        status = catalog.get_session(sid).status
-        if status in BUSY_STATUSES:
-            return False
-        if (status == "idle" and pending) or (status == "input_required" and answers):
+        if await asyncio.to_thread(_has_work, host, sid):
             return False
     return True
+
+
+def _has_work(host: Host, sid: str) -> bool:
+    """Whether a session that a workflow runs is busy or about to wake on a message."""
+    catalog = host.catalog
+    # The inbox first, then the status: a session takes messages and turns `running` in
+    # one transaction, so this order never sees "resting, nothing pending" while a message
+    # it just took is still unanswered (the other order can).
+    pending = catalog.pending_count(sid)
+    answers = catalog.pending_count(sid, ["answer"])
+    status = catalog.get_session(sid).status
+    if status in BUSY_STATUSES:
+        return True
+    return (status == "idle" and bool(pending)) or (status == "input_required" and bool(answers))

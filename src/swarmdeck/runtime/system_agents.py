@@ -5,6 +5,7 @@ the catalog's insert-or-get on the derived id, then the engine's idempotent star
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -73,13 +74,14 @@ async def keep_system_agents(host: Host) -> list[str]:
     (one cancelled only if the agents were started again since). Returns what it did."""
     done: list[str] = []
     engine = host.launch()
-    for item in enabled_agents(host):
+    # The store is read and written in threads: on PostgreSQL each statement is a round
+    # trip, and a worker's sessions share the loop this runs on, each cycle.
+    for item, record in await asyncio.to_thread(_agents_and_sessions, host):
         sid = system_session_id(item.row.agent_id)
-        record = host.catalog.find_session(sid)
         if record is None:
             if item.agent is None:
                 continue  # enabled, but no plugin defines it any more: `system status` says so
-            record = create_system_session(host, item.agent, item.row)
+            record = await asyncio.to_thread(create_system_session, host, item.agent, item.row)
             done.append(f"started {sid}")
         if record.status == "pending":
             await engine.start_session(sid)
@@ -91,6 +93,14 @@ async def keep_system_agents(host: Host) -> list[str]:
         ):
             done.append(f"restarted {sid} (it had {record.status})")
     return done
+
+
+def _agents_and_sessions(host: Host) -> list[tuple[Enabled, SessionRecord | None]]:
+    """The enabled system agents, each with its session (None: not created yet)."""
+    return [
+        (item, host.catalog.find_session(system_session_id(item.row.agent_id)))
+        for item in enabled_agents(host)
+    ]
 
 
 def create_system_session(host: Host, agent: AgentDef, row: SystemAgentRow) -> SessionRecord:
@@ -128,6 +138,14 @@ async def restart(host: Host, record: SessionRecord, row: SystemAgentRow) -> boo
     by one worker only (the claim is a compare-and-set on the agent's row)."""
     if time.time() - row.restarted_at < RESTART_BACKOFF_SECONDS:
         return False
+    if not await asyncio.to_thread(_claim_restart, host, record, row):
+        return False
+    await host.launch().next_generation(record.id)
+    return True
+
+
+def _claim_restart(host: Host, record: SessionRecord, row: SystemAgentRow) -> bool:
+    """Claim the restart (one worker wins) and ready the session for its next generation."""
     if not SystemAgents(host.catalog.engine).claim_restart(row.agent_id, row.restarted_at):
         return False
     catalog = host.catalog
@@ -138,5 +156,4 @@ async def restart(host: Host, record: SessionRecord, row: SystemAgentRow) -> boo
         "user",
         {"text": f"You were restarted after your session ended ({record.status}). Carry on."},
     )
-    await host.launch().next_generation(record.id)
     return True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 from pathlib import Path
@@ -110,7 +111,10 @@ async def _write(ctx: ToolContext, args: WriteArgs) -> str:
     settings = _settings(ctx)
     redact = ctx.services["catalog"].redact
     data = redact(args.content).encode()
-    return "stored " + store_artifact(
+    # Off the loop, as every artifact tool: a file write, and a catalog write that may wait
+    # for SQLite's lock or a PostgreSQL round trip, must not hold up the other sessions.
+    stored = await asyncio.to_thread(
+        store_artifact,
         ctx.services["catalog"],
         settings.artifacts_dir,
         ctx.session_id,
@@ -118,6 +122,7 @@ async def _write(ctx: ToolContext, args: WriteArgs) -> str:
         data,
         settings.artifact_max_bytes,
     )
+    return f"stored {stored}"
 
 
 def check_reach(ctx: ToolContext, session_id: str) -> str:
@@ -137,13 +142,17 @@ def check_reach(ctx: ToolContext, session_id: str) -> str:
     return session_id
 
 
+def _reachable_text(ctx: ToolContext, session_id: str, name: str) -> str:
+    check_reach(ctx, session_id)
+    return load_artifact(ctx.services["catalog"], session_id, name).decode(errors="replace")
+
+
 async def _read(ctx: ToolContext, args: ReadArgs) -> str:
     if args.name.startswith("artifact://"):
         session_id, name = parse_link(args.name)
     else:
         session_id, name = args.session_id or ctx.session_id, args.name
-    check_reach(ctx, session_id)
-    text = load_artifact(ctx.services["catalog"], session_id, name).decode(errors="replace")
+    text = await asyncio.to_thread(_reachable_text, ctx, session_id, name)
     if args.offset == 0 and len(text) <= args.limit:
         return text
     end = min(len(text), args.offset + args.limit)
@@ -152,9 +161,12 @@ async def _read(ctx: ToolContext, args: ReadArgs) -> str:
     return f"{part}\n[characters {args.offset}-{end} of {len(text)}{more}]"
 
 
+def _reachable_rows(ctx: ToolContext, session_id: str) -> list[dict[str, Any]]:
+    return ctx.services["catalog"].artifacts_of([check_reach(ctx, session_id)])
+
+
 async def _list(ctx: ToolContext, args: ListArgs) -> str:
-    session_id = check_reach(ctx, args.session_id or ctx.session_id)
-    rows = ctx.services["catalog"].artifacts_of([session_id])
+    rows = await asyncio.to_thread(_reachable_rows, ctx, args.session_id or ctx.session_id)
     if not rows:
         return "no artifacts"
     return "\n".join(f"{link(r['session_id'], r['name'])}  {r['size']} bytes" for r in rows)

@@ -75,11 +75,15 @@ def _scope(ctx: ToolContext, kind: str | None) -> Scope:
 
 
 async def _on_board(ctx: ToolContext, kind: str | None, fn: Callable[..., Any], *args: Any) -> Any:
-    """fn(blackboard, scope, *args) off the loop, in the scope `kind` names for the caller;
-    a bad key or value is the call's error."""
-    scope = _scope(ctx, kind)
+    """fn(blackboard, scope, *args) off the loop, in the scope `kind` names for the caller
+    (read there too: on PostgreSQL a read is a round trip every session of the loop would
+    wait for); a bad key or value is the call's error."""
+
+    def on_board() -> Any:
+        return fn(_board(ctx), _scope(ctx, kind), *args)
+
     try:
-        return await asyncio.to_thread(fn, _board(ctx), scope, *args)
+        return await asyncio.to_thread(on_board)
     except UsageError as exc:
         raise ToolError(exc.one_line()) from None
 
@@ -133,8 +137,10 @@ async def _set(ctx: ToolContext, args: SetArgs) -> ToolOutcome:
 
 
 async def _list(ctx: ToolContext, args: ListArgs) -> str:
-    scope = _scope(ctx, args.scope)
-    entries = await _on_board(ctx, args.scope, Blackboard.list, args.prefix)
+    def listed(board: Blackboard, scope: Scope) -> tuple[Scope, list[Entry]]:
+        return scope, board.list(scope, args.prefix)
+
+    scope, entries = await _on_board(ctx, args.scope, listed)
     shown = [{"key": e.key, "version": e.version, "value": e.value} for e in entries[:LIST_LIMIT]]
     doc: dict[str, Any] = {"scope": scope.kind, "keys": shown}
     if len(entries) > LIST_LIMIT:
