@@ -197,14 +197,31 @@ async def test_waiting_sessions_cost_the_store_one_poll_between_them(
     assert len(polls) <= passes + 3 * WAITERS, (len(polls), passes)
 
 
-async def test_messages_wake_waiters_polled_in_batches(
-    store: Store, swarm: Swarm, fake_llm, workdir: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("missed", [False, True], ids=["recent", "missed by the recent read"])
+async def test_messages_wake_waiting_sessions(
+    store: Store,
+    swarm: Swarm,
+    fake_llm,
+    workdir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    missed: bool,
 ) -> None:
-    """The SQLite poll looks waiters up a batch per statement: a message to each of
-    several waiting sessions, polled one per statement, still ends each one's wait early."""
+    """A message to each of several waiting sessions ends each one's wait early. On
+    SQLite the poll reads the messages sent since its last pass, and every 2 s all of
+    them: each read alone wakes them (one the recent read misses, as when a receive's own
+    look failed before it, is found by the read of them all)."""
+    if missed and store.is_postgres:
+        pytest.skip("PostgreSQL wakes waiters by LISTEN/NOTIFY, without polling")
     from swarmdeck.runtime.engine import sqlite_listener
 
-    monkeypatch.setattr(sqlite_listener, "POLL_BATCH", 1)
+    if missed:
+        # Every read but the periodic one of them all looks past every message.
+        monkeypatch.setattr(sqlite_listener, "SINCE_MARGIN_MS", -(10**12))
+    elif not store.is_postgres:
+        # No read of them all once the one planned before this runs: the recent read alone.
+        planned = sqlite_listener.EVERY_MESSAGE_SECONDS
+        monkeypatch.setattr(sqlite_listener, "EVERY_MESSAGE_SECONDS", 10**9)
+        await asyncio.sleep(planned + 0.2)
 
     def waiter(req: FakeRequest) -> Reply:
         if req.turn == 0:
@@ -225,3 +242,31 @@ async def test_messages_wake_waiters_polled_in_batches(
         assert (await s.result(timeout=30)).text == "answered"
         (waited,) = catalog.events(s.id, kinds=["tool_result"])
         assert waited.payload["content"].startswith("wait ended early (nap)")
+
+
+async def test_the_message_poll_reads_only_the_messages_not_yet_consumed(
+    store: Store, swarm: Swarm
+) -> None:
+    """Its read goes through the partial index of unconsumed messages, so a pass costs the
+    same with a thousand sessions waiting as with none (a plan change, such as the one
+    DISTINCT made, would walk every message ever sent, a pass)."""
+    if store.is_postgres:
+        pytest.skip("PostgreSQL wakes waiters by LISTEN/NOTIFY, without polling")
+    reads: list[tuple[str, object]] = []
+
+    def seen(_conn, _cursor, statement: str, params, *_args) -> None:  # type: ignore[no-untyped-def]
+        if "notifications" in statement and "created_at_epoch_ms >=" in statement:
+            reads.append((statement, params))
+
+    engine = swarm.host.catalog.engine
+    sa.event.listen(engine, "before_cursor_execute", seen)
+    try:
+        await await_for(lambda: reads, what="a pass of the message poll")
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", seen)
+    statement, params = reads[0]
+    with engine.connect() as conn:
+        plan = " ".join(
+            str(row) for row in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", params)
+        )
+    assert "USING INDEX sd_notifications_unconsumed" in plan, plan

@@ -154,7 +154,14 @@ INTERNALS = (
         params=("table", "workflow_id"),
         keywords=("shard_key",),
     ),
-    Internal("dbos._sys_db", "ThreadSafeEventDict.snapshot", "_sqlite_listener and _poll_each"),
+    Internal("dbos._sys_db", "ThreadSafeEventDict.snapshot", "_poll_each"),
+    Internal("dbos._sys_db", "ThreadSafeEventDict.get", "_sqlite_listener", params=("key",)),
+    Internal(
+        "dbos._sys_db",
+        "SystemDatabase._waiter",
+        "_sqlite_listener (the key a recv waits under)",
+        params=("workflow_id", "name"),
+    ),
     Internal(
         "dbos._sys_db_sqlite",
         "SQLiteSystemDatabase._notification_listener",
@@ -261,7 +268,7 @@ def test_the_instances_carry_the_attributes_the_engine_reads(tmp_path: Path) -> 
             assert callable(getattr(getattr(sys_db, map_name), "snapshot", None)), map_name
         tables = sys_db.tables
         for table, columns in {
-            "notifications": ("destination_uuid", "topic", "consumed"),
+            "notifications": ("destination_uuid", "topic", "consumed", "created_at_epoch_ms"),
             "workflow_events": ("key",),
             "streams": ("key",),
             "workflow_status": (

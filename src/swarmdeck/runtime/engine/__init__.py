@@ -49,7 +49,7 @@ from swarmdeck.runtime.durable import ROLLED_OVER, SUPERSEDED, SessionRunner
 from swarmdeck.runtime.engine.active_counts import CountedActiveWorkflows, count_active_workflows
 from swarmdeck.runtime.engine.claims import PromptClaims, launch_serving
 from swarmdeck.runtime.engine.history import WorkflowHistory
-from swarmdeck.runtime.engine.sqlite_listener import install_sqlite_listener
+from swarmdeck.runtime.engine.sqlite_listener import index_unconsumed, install_sqlite_listener
 from swarmdeck.runtime.engine.workflow import (
     APP_NAME,
     APP_VERSION,
@@ -178,6 +178,8 @@ class Engine(WorkflowHistory):
             DBOS.launch()
         else:
             launch_serving(self._register_queue)
+        if settings.is_sqlite:
+            index_unconsumed(dbos_instance()._sys_db)
         self._launched = True
         if self.serve_queue:
             self._prompt = PromptClaims(dbos_instance(), self._serving_peers)

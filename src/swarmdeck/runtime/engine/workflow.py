@@ -71,11 +71,6 @@ ROLES = ("worker", "local")
 MIN_RECV_SECONDS = 0.001
 
 
-# Waiting workflows looked up per statement of the SQLite message poll (a statement takes
-# at most 32,766 parameters).
-POLL_BATCH = 500
-
-
 SESSION_WORKFLOW = "swarmdeck.session"
 
 
