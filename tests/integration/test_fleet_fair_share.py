@@ -115,3 +115,33 @@ def test_a_worker_claims_its_share_of_a_burst_and_the_rest_once_its_peers_are_go
     finally:
         gate.set()
         worker.shutdown()
+
+
+def test_a_serving_worker_reads_the_queue_s_row_once_a_second_and_sees_a_change(
+    store: Store, sd_home: Path
+) -> None:
+    """DBOS's queue thread reloads the fleet queue's row at every 50 ms poll; a worker
+    reads it at most once a second, and still sees a change to its limits within one."""
+    reads: list[float] = []
+
+    def seen(_conn, _cursor, statement: str, *_args) -> None:  # type: ignore[no-untyped-def]
+        # The queue's own row (DBOS's queue manager also lists every queue once a second).
+        if statement.lstrip().upper().startswith("SELECT") and "queues.name =" in statement:
+            reads.append(time.monotonic())
+
+    worker = Host(role="worker")
+    worker.launch()
+    sys_db = dbos_instance()._sys_db
+    sa.event.listen(sa.Engine, "before_cursor_execute", seen)
+    try:
+        time.sleep(2.5)
+        assert 1 <= len(reads) <= 4, reads  # 50 polls, without the cache
+        sys_db.update_queue(SESSIONS_QUEUE, {"worker_concurrency": 7})
+        wait_for(
+            lambda: sys_db.get_queue(SESSIONS_QUEUE)._worker_concurrency == 7,
+            timeout=1 + 2 * PromptClaims.QUEUE_TTL_S,
+            what="the queue's new limit",
+        )
+    finally:
+        sa.event.remove(sa.Engine, "before_cursor_execute", seen)
+        worker.shutdown()

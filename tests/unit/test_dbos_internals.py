@@ -113,7 +113,7 @@ INTERNALS = (
     Internal(
         "dbos._sys_db",
         "SystemDatabase.get_queue",
-        "PromptClaims.claim_now",
+        "PromptClaims.claim_now and _read_queue",
         params=("name",),
     ),
     Internal(

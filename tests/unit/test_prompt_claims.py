@@ -21,7 +21,8 @@ class Queue:
 
 @dataclass
 class SysDb:
-    """The two calls of DBOS's system database a claim makes, recorded."""
+    """The calls of DBOS's system database a claim makes, recorded (and the queue's row,
+    which the claims read through a cache of their own)."""
 
     latest: bool = True
     sharded: bool = False
@@ -37,6 +38,9 @@ class SysDb:
     def _is_latest_version(self, app_version: str) -> bool:
         self.asked.append(app_version)
         return self.latest
+
+    def get_queue(self, name: str) -> Queue:
+        return Queue(name)
 
 
 class Active:

@@ -107,6 +107,11 @@ class PromptClaims:
     # hundred polls to take their share, and a fleet whose workers differ in concurrency
     # (one full at its limit) must not leave sessions waiting beside a worker with room.
     STALE_S = 5.0
+    # DBOS's queue thread reads the queue's row again at every poll (20 a second), in a
+    # transaction, so that a change to its limits takes effect without a restart: 7 % of a
+    # worker's time between messages on PostgreSQL, and SQLite's write lock each time. It
+    # is read at most this often; a change is seen this much later.
+    QUEUE_TTL_S = 1.0
 
     def __init__(self, dbos: Any, peers: Callable[[], int] | None = None) -> None:
         self.dbos = dbos
@@ -119,6 +124,19 @@ class PromptClaims:
         self._peer_count: tuple[float, int] | None = None
         self.sys_db.start_queued_workflows = self._locked_claim
         self._waiting_one: sa.Select[Any] | None = None
+        self._get_queue = self.sys_db.get_queue
+        self._queue_row: tuple[float, Any] | None = None
+        self.sys_db.get_queue = self._read_queue
+
+    def _read_queue(self, name: str, **kwargs: Any) -> Any:
+        """The fleet queue's row as read at most QUEUE_TTL_S ago; any other queue's, now."""
+        if name != SESSIONS_QUEUE or kwargs:
+            return self._get_queue(name, **kwargs)
+        now = time.monotonic()
+        kept = self._queue_row
+        if kept is None or now >= kept[0]:
+            kept = self._queue_row = (now + self.QUEUE_TTL_S, self._get_queue(name))
+        return kept[1]
 
     def _locked_claim(
         self,
