@@ -3,32 +3,35 @@ readable by its user alone, from the moment it exists."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
 import stat
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 
 
-@contextlib.contextmanager
-def private_umask() -> Iterator[None]:
-    """Files and dirs created inside are 0600/0700 whatever the caller's umask."""
-    old = os.umask(0o077)
-    try:
-        yield
-    finally:
-        os.umask(old)
-
-
 def private_dir(path: Path) -> Path:
-    """Create `path` and its missing parents 0700; set `path` itself to 0700."""
-    with private_umask():
-        path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    """Create `path` and its missing parents 0700; set `path` itself to 0700.
+
+    The process's umask is left alone: every thread shares it, and two threads that each
+    set and restored it left it at 0077 for good (the second restored the first's value),
+    for every file the process and its children made afterwards. mkdir's mode can only be
+    narrowed by the umask, never widened, and each new directory is then set exactly.
+    """
+    missing: list[Path] = []
+    probe = path
+    while not probe.exists():
+        missing.append(probe)
+        probe = probe.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=DIR_MODE)
+        except FileExistsError:
+            continue  # made meanwhile by another thread or process
+        os.chmod(folder, DIR_MODE)
     os.chmod(path, DIR_MODE)
     return path
 
