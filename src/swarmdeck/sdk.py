@@ -59,6 +59,11 @@ class Session:
         """The session's status now."""
         return self.swarm.host.catalog.get_session(self.id).status
 
+    async def _status_off_loop(self) -> str:
+        # In a thread: on PostgreSQL a read is a round trip, and the sessions this process
+        # runs share the caller's loop.
+        return await asyncio.to_thread(lambda: self.status)
+
     async def send(self, text: str, msg_id: str | None = None, pinned: bool = False) -> bool:
         """Deliver a message; the same msg_id twice is delivered once. A pinned message is
         kept verbatim when older turns are compacted."""
@@ -75,7 +80,7 @@ class Session:
     async def wait_for_status(self, *statuses: str, timeout: float = 60) -> str:
         """Poll until the session reaches one of these statuses."""
         deadline = asyncio.get_running_loop().time() + timeout
-        while (status := await asyncio.to_thread(lambda: self.status)) not in statuses:
+        while (status := await self._status_off_loop()) not in statuses:
             if asyncio.get_running_loop().time() > deadline:
                 raise TimeoutError(f"session {self.id} stayed {status}")
             await asyncio.sleep(POLL_SECONDS)
@@ -89,7 +94,7 @@ class Session:
         # process runs share the loop this waits on.
         while (found := await asyncio.to_thread(self._rested)) is None:
             if asyncio.get_running_loop().time() > deadline:
-                status = await asyncio.to_thread(lambda: self.status)
+                status = await self._status_off_loop()
                 raise TimeoutError(f"session {self.id} stayed {status}")
             await asyncio.sleep(POLL_SECONDS)
         return found

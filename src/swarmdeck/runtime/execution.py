@@ -40,6 +40,7 @@ def load_session(session_id: str, generation: int) -> tuple[dict[str, Any], int]
     executor = svc.executor_id()
     before, stored = svc.catalog.run_start(session_id, generation)
     if stored is not None:
+        _remember_for_rerun(before)
         return stored, _resume_run(session_id, generation, executor)
     claimed = None
     if not before.terminal and before.generation == generation:
@@ -53,6 +54,7 @@ def load_session(session_id: str, generation: int) -> tuple[dict[str, Any], int]
                 # Another execution stored this generation's start first: this one reruns.
                 stored = svc.catalog.generation_start(session_id, generation)
                 assert stored is not None, f"generation {generation} of {session_id} not stored"
+                _remember_for_rerun(before)
                 return stored, _resume_run(session_id, generation, executor)
             record, turns, kept = opened
             fence.enter(session_id, record.epoch)
@@ -61,6 +63,14 @@ def load_session(session_id: str, generation: int) -> tuple[dict[str, Any], int]
                 return kept, record.epoch
             claimed = record, turns
     return _start_after_claim(session_id, generation, executor, claimed)
+
+
+def _remember_for_rerun(before: SessionRecord) -> None:
+    """A rerun's session as this start read it, for the loop's identity (session_identity):
+    without it the loop read the session again, on the event loop. An ended one is not
+    kept: no end of its own would drop it."""
+    if not before.terminal:
+        services().remember(before)
 
 
 def _open_keeping(

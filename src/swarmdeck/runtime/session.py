@@ -15,7 +15,6 @@ from swarmdeck.catalog.fence import Fenced
 from swarmdeck.catalog.records import COMPACT_REQUEST_KIND, TERMINAL_STATUSES
 from swarmdeck.runtime import tree
 from swarmdeck.runtime.budget import check_budget
-from swarmdeck.runtime.catalog_io import catalog_read
 from swarmdeck.runtime.control import WAIT_ON_JOURNAL, ControlTools
 from swarmdeck.runtime.durable import ROLLED_OVER, SUPERSEDED, Durable
 from swarmdeck.runtime.events import append_event, drop_old_generations, last_model_text
@@ -69,8 +68,6 @@ async def run_session(session_id: str, generation: int, d: Durable) -> dict[str,
         return {"status": info["status"], "reason": "already finished"}
     # A store workspace: its files as of the last journaled step, on this host. Asked once
     # per run: the session's end drops its cached identity, so asking again there read it.
-    # Its identity is read off the loop when this process does not hold it yet.
-    await catalog_read(services().session_identity, session_id)
     ws_id = store_workspace(session_id)
     if ws_id is not None:
         await asyncio.to_thread(materialise, session_id)
