@@ -3,9 +3,12 @@ members and a parent fanning out to twenty sub-agents, on the fake LLM server's 
 cache (OpenAI's rules: every prefix of 1,024 tokens or more is kept, per API key), with
 `tools.shared_prefix` on and off in the same run, each in a process and home of its own.
 
-Twice: in a bare directory (the lean prompt of a fan-out's sub-agent stays under the
-1,024 tokens a prefix needs to be cached at all), then in a project whose AGENTS.md (about
-2.5 KB, as projects write them) every session of the tree is shown.
+Twice: in a bare directory (the lean prompt of a fan-out's sub-agent is under the 1,024
+tokens a prefix needs to be cached at all, so the family's prefix is filled up to it with
+schemas it would index), then in a project whose AGENTS.md (about 2.5 KB, as projects
+write them) every session of the tree is shown. Each answer begins LATENCY_S after its
+request and the fake keeps a prefix only then, as the vendors do: siblings sent at once
+are served it only because the family's first request goes alone.
 
     python bench/prefix_share.py [--children 20]   (bench/swarm.py runs it)
 """
@@ -25,6 +28,9 @@ MEMBERS = 4
 # What a cache write and a cache read cost against an uncached input token (Anthropic's
 # list prices: a read a tenth, a write a quarter more); OpenAI's reads cost half or less.
 WRITE_PRICE, READ_PRICE = 1.25, 0.1
+# Each answer begins this long after its request, as a vendor's reads the prompt first: a
+# prefix is cached only then, so requests sent meanwhile are not served it.
+LATENCY_S = 0.2
 AGENTS_MD = """# Agent notes
 
 ## Layout
@@ -136,14 +142,18 @@ def one(shared: bool, children: int, project: bool) -> dict[str, Any]:
     import yaml
 
     from swarmdeck.testing.fake_llm import FakeLLM
+    from swarmdeck.testing.prompt_cache import DEFAULT_MIN_CACHED_TOKENS
 
     home = Path(os.environ["SWARMDECK_HOME"])
     home.mkdir(parents=True, exist_ok=True)
     (home / "settings.yaml").write_text(yaml.safe_dump({"tools": {"shared_prefix": shared}}))
-    with FakeLLM(_fake_script(children)) as fake:
+    with FakeLLM(_fake_script(children), latency=LATENCY_S) as fake:
         (home / "providers").mkdir(exist_ok=True)
+        # The fake keeps OpenAI's shortest cached prefix; its loopback address is no
+        # vendor's, so the provider says so, as a user of api.openai.com need not.
         provider = {"key": "fake", "kind": "openai", "base_url": fake.openai_base_url,
-                    "model": "scripted", "needs_key": False, "concurrency": 32}  # fmt: skip
+                    "model": "scripted", "needs_key": False, "concurrency": 32,
+                    "prompt_cache_min_tokens": DEFAULT_MIN_CACHED_TOKENS}  # fmt: skip
         (home / "providers" / "fake.yaml").write_text(yaml.safe_dump(provider))
         return asyncio.run(_run(children, project))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import anthropic
@@ -130,3 +131,15 @@ async def test_anthropic_caches_only_at_its_breakpoints(fake_llm: FakeLLM) -> No
     assert second.usage.cache_read_input_tokens == 2500
     assert second.usage.cache_creation_input_tokens == 3
     assert second.usage.input_tokens == 0
+
+
+async def test_a_prefix_is_cached_once_its_answer_begins(fake_llm: FakeLLM) -> None:
+    """As on the vendors: requests sent while the first is still read each pay for the
+    prefix; one sent after its answer began is served it."""
+    fake_llm.set_script(one_turn(text="ok"))
+    fake_llm.latency = 0.3
+    messages = [{"role": "system", "content": LONG}, user("a")]
+    at_once = await asyncio.gather(*(ask_openai(fake_llm, messages=messages) for _ in range(3)))
+    assert [r.usage.prompt_tokens_details for r in at_once] == [None, None, None]
+    after = await ask_openai(fake_llm, messages=[*messages, user("b")])
+    assert after.usage.prompt_tokens_details.cached_tokens == 2501

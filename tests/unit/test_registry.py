@@ -167,3 +167,22 @@ def test_config_is_frozen_so_routing_cannot_change() -> None:
     assert config.base_url == "https://x.test"
     with pytest.raises(ValueError):
         config.base_url = "https://evil.test"  # type: ignore[misc]
+
+
+def test_the_shortest_cached_prefix_is_the_vendors_unless_set(tmp_path: Path) -> None:
+    """What a family's shared prefix is filled up to (runtime/offered.py): 1,024 tokens on
+    Anthropic's and OpenAI's own endpoints, nothing where an OpenAI-compatible server
+    caches short prefixes (vLLM, llama.cpp, DeepSeek), and what the file says over both."""
+    registry = ProviderRegistry.load(tmp_path / "missing")
+    assert registry.get("anthropic").cache_min_tokens == 1024
+    assert registry.get("openai").cache_min_tokens == 1024
+    assert registry.get("openai-responses").cache_min_tokens == 1024
+    assert registry.get("deepseek").cache_min_tokens == 0
+    assert registry.get("vllm").cache_min_tokens == 0
+    lab = dict(key="lab", kind="openai", base_url="http://10.0.0.5:8000/v1", model="m")
+    assert ProviderConfig(**lab).cache_min_tokens == 0
+    assert ProviderConfig(**lab, prompt_cache_min_tokens=2048).cache_min_tokens == 2048
+    assert (
+        ProviderConfig(**{**lab, "kind": "anthropic"}, prompt_cache_min_tokens=0).cache_min_tokens
+        == 0
+    )

@@ -10,6 +10,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -34,6 +35,9 @@ VENDOR_SEARCHES: dict[str, tuple[Literal["bm25", "regex", "hosted"], ...]] = {
 # The default wait for the first byte of an answer (`run --help` states it too).
 FIRST_BYTE_TIMEOUT_S = 120.0
 PACKAGED_DIR = "providers"
+# The shortest prefix OpenAI's and Anthropic's prompt caches keep (their smaller models';
+# some larger ones keep only longer ones).
+VENDOR_CACHE_MIN_TOKENS = 1024
 
 
 class ProviderConfig(BaseModel):
@@ -81,6 +85,12 @@ class ProviderConfig(BaseModel):
     # load_tools instead. None: the vendor's default (bm25 on Anthropic, hosted on
     # Responses).
     tool_search: Literal["bm25", "regex", "hosted", "off"] | None = None
+    # The shortest prompt prefix the provider's prompt cache keeps, in tokens: a family's
+    # shared prefix (runtime/family.py) shorter than this is filled up to it with schemas it
+    # would index, since below it every sibling pays full price for all of it. None: the
+    # vendor's (1,024 on Anthropic and api.openai.com; 0, no filling, elsewhere: vLLM,
+    # llama.cpp and DeepSeek cache short prefixes).
+    prompt_cache_min_tokens: int | None = Field(default=None, ge=0, le=65_536)
 
     @field_validator("base_url")
     @classmethod
@@ -113,6 +123,15 @@ class ProviderConfig(BaseModel):
         if not searches or self.tool_search == "off":
             return None
         return self.tool_search or searches[0]
+
+    @property
+    def cache_min_tokens(self) -> int:
+        """The shortest prefix the provider's prompt cache keeps (0: any, or unknown)."""
+        if self.prompt_cache_min_tokens is not None:
+            return self.prompt_cache_min_tokens
+        if self.kind != "openai" or urlsplit(self.base_url).hostname == "api.openai.com":
+            return VENDOR_CACHE_MIN_TOKENS
+        return 0
 
     def has_quirk(self, quirk: Quirk) -> bool:
         """True when this provider needs the given vendor workaround."""

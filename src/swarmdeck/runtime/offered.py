@@ -9,12 +9,15 @@ from typing import Any
 
 from swarmdeck.catalog.records import SessionRecord
 from swarmdeck.models.edit_shapes import edit_shape
+from swarmdeck.models.estimate import prompt_tokens
+from swarmdeck.models.types import Message
 from swarmdeck.plugins.aliases import resolve_tools
 from swarmdeck.plugins.definitions import SkillDef
 from swarmdeck.runtime.agents import skills_shown
 from swarmdeck.runtime.catalog_io import catalog_write
 from swarmdeck.runtime.family import Family
 from swarmdeck.runtime.mgmt_ops import RuntimeMgmtOps
+from swarmdeck.runtime.prompts import system_prompt
 from swarmdeck.runtime.services import services
 from swarmdeck.tools.base import READ_ONLY_MODES, Tool, ToolContext
 from swarmdeck.tools.tool_index import (
@@ -27,6 +30,10 @@ from swarmdeck.tools.tool_index import (
 )
 from swarmdeck.tools.toolsets import SessionScope
 from swarmdeck.workspace.gitdirs import git_dirs_outside
+
+# Estimates are a token per four characters; a vendor's tokenizer may count fewer, so a
+# prefix is filled a tenth past the minimum.
+FILL_MARGIN = 1.1
 
 
 def session_skills(record: SessionRecord, loaded: list[str]) -> list[str]:
@@ -80,13 +87,47 @@ def tool_offer(
     loading = record.options.get("tool_loading") or svc.settings.tool_loading
     if loading == EAGER:
         return Offer([t for t in tools if t.name != LOAD_TOOLS], [])
-    if family is not None:
-        core = core_tools(family.mode, family.core, shape)
-    else:
-        core = core_tools(record.mode, _own_core(record), shape)
     # Where the vendor has a tool search of its own (Anthropic's), it finds the tools.
     search = config.vendor_tool_search
-    return split_offer(tools, core, loaded, svc.tools.get(LOAD_TOOLS), search)
+    load_tools = svc.tools.get(LOAD_TOOLS)
+    if family is None:
+        core = core_tools(record.mode, _own_core(record), shape)
+        return split_offer(tools, core, loaded, load_tools, search)
+    core = core_tools(family.mode, family.core, shape)
+    filled = _filled_to_cache(family, tools, core, config.cache_min_tokens, load_tools, search)
+    return split_offer(tools, filled, loaded, load_tools, search)
+
+
+def _filled_to_cache(
+    family: Family,
+    tools: list[Tool],
+    core: frozenset[str],
+    min_tokens: int,
+    load_tools: Tool | None,
+    search: str | None,
+) -> frozenset[str]:
+    """A family's core set, grown (in the family's order of tools) until its shared prefix
+    reaches the shortest one the provider's cache keeps: below that, every sibling pays
+    full price for the whole prefix, while a schema past it costs a cached read. Only the
+    family's own text and tools count, never what a session loaded, so the prefix stays
+    byte for byte the same for all of them."""
+    if min_tokens <= 0:
+        return core
+    need = min_tokens * FILL_MARGIN
+    grown = set(core)
+    offer = split_offer(tools, frozenset(grown), [], load_tools, search)
+    for tool in list(offer.indexed):
+        if _prefix_tokens(family, offer) >= need:
+            break
+        grown.add(tool.name)
+        offer = split_offer(tools, frozenset(grown), [], load_tools, search)
+    return frozenset(grown)
+
+
+def _prefix_tokens(family: Family, offer: Offer) -> int:
+    """The estimated tokens of a family's shared prefix: its system prompt and tools."""
+    system = system_prompt("", family.system, None, offer.index())
+    return prompt_tokens([Message("system", system)], offer.specs())
 
 
 def _own_core(record: SessionRecord) -> Sequence[str] | None:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from swarmdeck.catalog.records import EventRecord, SessionRecord
@@ -24,6 +26,7 @@ from swarmdeck.runtime.offered import (
     toolset_tools,
     visible_skills,
 )
+from swarmdeck.runtime.prefix_warmup import first_on_prefix, prefix_key
 from swarmdeck.runtime.project_docs import PROJECT_DOCS_OPTION
 from swarmdeck.runtime.prompts import skill_index, system_prompt
 from swarmdeck.runtime.services import services
@@ -96,6 +99,7 @@ def _prompt(session_id: str, turn: int, extra: list[Tool]) -> dict[str, Any]:
     else:
         project = record.options.get(PROJECT_DOCS_OPTION) or ""
         prompt = system_prompt(record.workdir, record.system_message, index, tools_index, project)
+    specs = offer.specs()
     return {
         "record": record,
         "system": Message("system", prompt),
@@ -103,7 +107,10 @@ def _prompt(session_id: str, turn: int, extra: list[Tool]) -> dict[str, Any]:
         "skills_index": skills_index,
         "tools_index": tools_index,
         "project": record.options.get(PROJECT_DOCS_OPTION) or "",
-        "specs": offer.specs(),
+        "specs": specs,
+        # A family's first requests on its shared prefix wait for the first of them
+        # (runtime/prefix_warmup.py).
+        "prefix": prefix_key(record.model, prompt, specs) if family and turn == 0 else None,
         "origin": journal.next_origin(
             has_parent=record.parent_id is not None, system=record.system
         ),
@@ -240,9 +247,15 @@ async def _complete(
     says the prompt is over its window gets one compaction, then one more try."""
     model = services().model(prep["record"].model)
     try:
-        completion = await model.complete(
-            fitted["messages"], prep["specs"], on_chunk=watch.chunk, on_notice=watch.notice
-        )
+        async with _first_on_prefix(prep["prefix"]) as began:
+
+            async def on_chunk() -> None:
+                began()
+                await watch.chunk()
+
+            completion = await model.complete(
+                fitted["messages"], prep["specs"], on_chunk=on_chunk, on_notice=watch.notice
+            )
         return completion, fitted
     except ProviderError as exc:
         if exc.kind != CONTEXT_OVERFLOW:
@@ -254,6 +267,13 @@ async def _complete(
         refitted["messages"], prep["specs"], on_chunk=watch.chunk, on_notice=watch.notice
     )
     return completion, refitted
+
+
+def _first_on_prefix(key: str | None) -> AbstractAsyncContextManager[Callable[[], None]]:
+    """The wait for the first request on a family's prefix (none for other requests)."""
+    if key is None:
+        return contextlib.nullcontext(lambda: None)
+    return first_on_prefix(key)
 
 
 def _refreshed(session_id: str) -> None:

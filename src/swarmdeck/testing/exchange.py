@@ -251,6 +251,9 @@ def _chat(
         if reply.fault is not None and fake._faults.fires(reply.fault, request)
         else None
     )
+    # Served what was cached as the request came in; what it leaves is kept once its
+    # answer begins (a sibling sent meanwhile pays for the same prefix, as on the vendors').
+    found = fake.cache.look(api, request.body, key)
     wait = fake.latency + reply.delay
     if wait > 0:
         yield Pause(wait)
@@ -259,7 +262,8 @@ def _chat(
     if fault is not None and fault.hang_up:
         raise _Dropped
     malformed = bool(fault and fault.malformed_arguments)
-    cache = fake.cache.serve(api, request.body, key)
+    fake.cache.keep(found)
+    cache = found.use
     answer = build_answer(api, reply, request, malformed=malformed, cache=cache, search=search)
     if responses:
         yield from _answer_responses(fake, answer, request, fault or Fault(), reply.chunk_delay)

@@ -204,8 +204,22 @@ def _keyed(part: Segment, key: str) -> Segment:
     return Segment(part.tokens, digest, part.breakpoint)
 
 
+@dataclass(frozen=True)
+class Lookup:
+    """What the cache served a prompt as its request came in, and the prefixes the request
+    leaves behind once its answer begins."""
+
+    use: CacheUse
+    kept: tuple[str, ...]
+
+
 class PromptCache:
-    """The prefixes a server has seen, per vendor's rules; thread-safe."""
+    """The prefixes a server has seen, per vendor's rules; thread-safe.
+
+    A request is served what was kept when it came in, and what it leaves is kept once its
+    answer begins (`keep`), as the vendors' caches work: a prefix is written as the prompt
+    is read, so requests sent at once each pay for it. `serve` does both at once.
+    """
 
     def __init__(self, min_tokens: int = DEFAULT_MIN_CACHED_TOKENS) -> None:
         self.min_tokens = min_tokens
@@ -215,6 +229,13 @@ class PromptCache:
     def serve(self, api: Api, body: Mapping[str, Any], key: str = "") -> CacheUse:
         """What the cache serves this prompt (made with API key `key`), then remember what
         it leaves behind."""
+        found = self.look(api, body, key)
+        self.keep(found)
+        return found.use
+
+    def look(self, api: Api, body: Mapping[str, Any], key: str = "") -> Lookup:
+        """What the cache serves this prompt now (made with API key `key`), and what the
+        request will leave behind."""
         parts = [_keyed(part, key) for part in segments(api, body)]
         ends = []
         total = 0
@@ -226,16 +247,20 @@ class PromptCache:
                 return self._automatic(parts, ends, total)
             return self._at_breakpoints(parts, ends, total)
 
-    def _automatic(self, parts: list[Segment], ends: list[int], total: int) -> CacheUse:
+    def keep(self, found: Lookup) -> None:
+        """Remember the prefixes a request leaves behind (its answer has begun)."""
+        with self._lock:
+            self._seen.update(found.kept)
+
+    def _automatic(self, parts: list[Segment], ends: list[int], total: int) -> Lookup:
         """OpenAI: the longest prefix seen before; every prefix of this one is kept."""
         read = 0
         for part, end in zip(parts, ends, strict=True):
             if part.prefix_hash in self._seen and end >= self.min_tokens:
                 read = end
-        self._seen.update(p.prefix_hash for p, end in zip(parts, ends, strict=True))
-        return CacheUse(total, read=read)
+        return Lookup(CacheUse(total, read=read), tuple(p.prefix_hash for p in parts))
 
-    def _at_breakpoints(self, parts: list[Segment], ends: list[int], total: int) -> CacheUse:
+    def _at_breakpoints(self, parts: list[Segment], ends: list[int], total: int) -> Lookup:
         """Anthropic: read the longest prefix written before at or shortly before a
         breakpoint; write the prefix up to every breakpoint."""
         marks = [i for i, p in enumerate(parts) if p.breakpoint]
@@ -249,8 +274,8 @@ class PromptCache:
         written = 0
         if cacheable and ends[cacheable[-1]] > read:
             written = ends[cacheable[-1]] - read
-        self._seen.update(parts[m].prefix_hash for m in cacheable)
-        return CacheUse(total, read=read, written=written)
+        kept = tuple(parts[m].prefix_hash for m in cacheable)
+        return Lookup(CacheUse(total, read=read, written=written), kept)
 
     def clear(self) -> None:
         """Forget every prefix."""

@@ -1,0 +1,75 @@
+"""A family whose shared prefix is under the shortest one the provider's cache keeps
+(issue 34, item 2): its prefix is filled up to it with the schemas it would index, and its
+first request goes alone, so that its siblings' first requests are served the prefix
+instead of each paying for all of it. Read from the fake server's cache, which keeps a
+prefix only once the answer to it begins (as the vendors' caches do)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from swarmdeck import AgentSpec, Swarm
+from swarmdeck.testing.fake_llm import FakeLLM
+from swarmdeck.testing.prompt_cache import DEFAULT_MIN_CACHED_TOKENS, prompt_tokens
+from swarmdeck.testing.script import FakeRequest, Reply, ReplyToolCall
+from tests.conftest import write_provider
+
+CHILDREN = 5
+
+
+def answer(req: FakeRequest) -> Reply:
+    if "CHILD-" in req.task:
+        return Reply(text="main returns 42")
+    if req.turn == 0:
+        spawns = [ReplyToolCall("spawn_agent", {"task": f"CHILD-{i}: read app.py"})
+                  for i in range(CHILDREN)]  # fmt: skip
+        return Reply(tool_calls=tuple(spawns))
+    if req.turn == 1:
+        return Reply(tool_calls=(ReplyToolCall("wait_for_agents", {"timeout": 60}),))
+    return Reply(text="all answered")
+
+
+def _shared_prefix(body: dict[str, Any]) -> tuple[list[Any], Any]:
+    """A request's tools and system prompt: what the family's sessions share."""
+    return body["tools"], body["messages"][0]
+
+
+@pytest.mark.parametrize("fill", [True, False], ids=["filled", "provider-caches-any"])
+async def test_a_fan_outs_short_prefix_is_filled_and_served_to_all_but_the_first(
+    fill: bool, sd_home: Path, workdir: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.latency = 0.3  # each answer begins this late: siblings sent at once all miss
+    minimum = DEFAULT_MIN_CACHED_TOKENS if fill else 0
+    write_provider(sd_home, "fake", fake_llm.openai_base_url, prompt_cache_min_tokens=minimum)
+    fake_llm.set_script(answer)
+    async with Swarm() as sdk:
+        parent = await sdk.start("FAN OUT", AgentSpec("fake", mode="explore"), workdir=workdir)
+        assert (await parent.result(timeout=120)).status == "completed"
+        catalog = sdk.host.catalog
+        kids = [s.id for s in catalog.list_sessions() if s.parent_id == parent.id]
+        firsts = [catalog.events(k, kinds=["assistant"])[0].payload["usage"] for k in kids]
+    requests = [r.body for r in fake_llm.requests if r.method == "POST"]
+    children = [b for b in requests if "CHILD-" in str(b["messages"][1]["content"])]
+    parent_first = requests[0]
+    assert len(kids) == CHILDREN == len(children)
+    # Byte for byte the same tools and system prompt for every child.
+    assert len({repr(_shared_prefix(b)) for b in children}) == 1
+    shared = {"tools": children[0]["tools"], "messages": children[0]["messages"][:1]}
+    parent_tools = {t["function"]["name"] for t in parent_first["tools"]}
+    child_tools = {t["function"]["name"] for t in children[0]["tools"]}
+    if fill:
+        # Schemas the parent's own prompt only indexes fill the prefix to the minimum,
+        # and all the children but the first are served it.
+        assert child_tools > parent_tools, (child_tools, parent_tools)
+        assert prompt_tokens("openai", shared) >= DEFAULT_MIN_CACHED_TOKENS
+        served = sorted(u.get("cache_read", 0) for u in firsts)
+        assert served[0] == 0 and all(s >= DEFAULT_MIN_CACHED_TOKENS for s in served[1:])
+    else:
+        # Nothing filled where the provider caches any prefix; under the fake's 1,024,
+        # no child is served.
+        assert child_tools == parent_tools
+        assert prompt_tokens("openai", shared) < DEFAULT_MIN_CACHED_TOKENS
+        assert all(u.get("cache_read", 0) == 0 for u in firsts)
