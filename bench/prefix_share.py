@@ -1,7 +1,8 @@
 """One cached prefix for a family of sessions, measured for bench/swarm.py: a swarm of four
 members and a parent fanning out to twenty sub-agents, on the fake LLM server's prompt
-cache (OpenAI's rules: every prefix of 1,024 tokens or more is kept, per API key), with
-`tools.shared_prefix` on and off in the same run, each in a process and home of its own.
+cache (OpenAI's rules: every prefix of 1,024 tokens or more is kept, per API key; and, in
+the bare directory, Anthropic's: kept at breakpoints only), with `tools.shared_prefix` on
+and off in the same run, each in a process and home of its own.
 
 Twice: in a bare directory (the lean prompt of a fan-out's sub-agent is under the 1,024
 tokens a prefix needs to be cached at all, so the family's prefix is filled up to it with
@@ -125,7 +126,7 @@ async def _run(children: int, project: bool) -> dict[str, Any]:
         coordinator = doc["session_id"]
         parent = await sdk.start("FAN OUT to sub-agents", AgentSpec("fake", mode="explore",
                                  options={"max_children": children}), workdir=workdir)  # fmt: skip
-        await parent.result(timeout=300)
+        assert (await parent.result(timeout=300)).status == "completed"
         catalog = sdk.host.catalog
         members = [s.id for s in catalog.list_sessions() if s.parent_id == coordinator]
         kids = [s.id for s in catalog.list_sessions() if s.parent_id == parent.id]
@@ -137,46 +138,50 @@ async def _run(children: int, project: bool) -> dict[str, Any]:
         }
 
 
-def one(shared: bool, children: int, project: bool) -> dict[str, Any]:
+def one(shared: bool, children: int, project: bool, kind: str) -> dict[str, Any]:
     """Both families, in this process, on a fake server of its own."""
     import yaml
 
     from swarmdeck.testing.fake_llm import FakeLLM
     from swarmdeck.testing.prompt_cache import DEFAULT_MIN_CACHED_TOKENS
+    from swarmdeck.testing.tool_search import searching
 
     home = Path(os.environ["SWARMDECK_HOME"])
     home.mkdir(parents=True, exist_ok=True)
     (home / "settings.yaml").write_text(yaml.safe_dump({"tools": {"shared_prefix": shared}}))
-    with FakeLLM(_fake_script(children), latency=LATENCY_S) as fake:
+    # On Anthropic, what the vendor's tool search defers is searched for before a call.
+    with FakeLLM(searching(_fake_script(children)), latency=LATENCY_S) as fake:
         (home / "providers").mkdir(exist_ok=True)
         # The fake keeps OpenAI's shortest cached prefix; its loopback address is no
         # vendor's, so the provider says so, as a user of api.openai.com need not.
-        provider = {"key": "fake", "kind": "openai", "base_url": fake.openai_base_url,
-                    "model": "scripted", "needs_key": False, "concurrency": 32,
+        url = fake.anthropic_base_url if kind == "anthropic" else fake.openai_base_url
+        provider = {"key": "fake", "kind": kind, "base_url": url, "model": "scripted", "needs_key": False, "concurrency": 32,
                     "prompt_cache_min_tokens": DEFAULT_MIN_CACHED_TOKENS}  # fmt: skip
         (home / "providers" / "fake.yaml").write_text(yaml.safe_dump(provider))
         return asyncio.run(_run(children, project))
 
 
-def measure(shared: bool, children: int, project: bool) -> dict[str, Any]:
+def measure(shared: bool, children: int, project: bool, kind: str) -> dict[str, Any]:
     """`one` in a process of its own, with a home of its own."""
     with tempfile.TemporaryDirectory(prefix="sd-bench-prefix-") as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SWARMDECK_")}
         env["SWARMDECK_HOME"] = str(Path(tmp) / "home")
         args = [sys.executable, __file__, "--one", str(int(shared)), str(children)]
-        args.append(str(int(project)))
+        args += [str(int(project)), kind]
         done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         raise SystemExit(f"prefix_share ({shared=}) failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def scenario(children: int, project: bool) -> str:
+def scenario(children: int, project: bool, kind: str = "openai") -> str:
     """Print one directory's figures, shared against separate prompts; returns its
     summary: the cached share of input and the first requests on the shared prefix."""
-    shared, separate = measure(True, children, project), measure(False, children, project)
-    print("  in a project whose AGENTS.md every session is shown:" if project else
-          "  in a bare directory:")  # fmt: skip
+    shared = measure(True, children, project, kind)
+    separate = measure(False, children, project, kind)
+    where = "in a project whose AGENTS.md every session is shown" if project else (
+        "in a bare directory")  # fmt: skip
+    print(f"  {where}{', on Anthropic' if kind == 'anthropic' else ''}:")
     for label, r in (("shared prefix", shared), ("own prompts", separate)):
         for family in ("swarm", "fanout"):
             t = r[family]
@@ -205,16 +210,21 @@ def scenario(children: int, project: bool) -> str:
 
 
 def report(children: int) -> None:
-    """Both directories, then the closing line: the bare directory's figures (where the
-    fan-out's lean prompts can have no cache), the project's on the line before."""
+    """Both directories on OpenAI's rules, the bare one on Anthropic's (cached only at
+    breakpoints, a write priced 1.25x), then the closing line: the bare directory's
+    figures on OpenAI's rules (where a fan-out's lean prompts need the filling), the
+    others' on the lines before."""
     bare = scenario(children, False)
     project = scenario(children, True)
+    anthropic = scenario(children, False, "anthropic")
     print(f"  in the project: {project}")
+    print(f"  in a bare directory, on Anthropic: {anthropic}")
     print(bare)
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--one"]:
-        print(json.dumps(one(sys.argv[2] == "1", int(sys.argv[3]), sys.argv[4] == "1")))
+        found = one(sys.argv[2] == "1", int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5])
+        print(json.dumps(found))
     else:
         report(int(sys.argv[2]) if sys.argv[1:2] == ["--children"] else 20)

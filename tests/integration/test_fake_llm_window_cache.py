@@ -143,3 +143,14 @@ async def test_a_prefix_is_cached_once_its_answer_begins(fake_llm: FakeLLM) -> N
     assert [r.usage.prompt_tokens_details for r in at_once] == [None, None, None]
     after = await ask_openai(fake_llm, messages=[*messages, user("b")])
     assert after.usage.prompt_tokens_details.cached_tokens == 2501
+
+
+async def test_openai_serves_the_blocks_a_differing_message_shares(fake_llm: FakeLLM) -> None:
+    """Past the whole messages two prompts share, OpenAI serves what the first message
+    that differs shares with the earlier one, in steps of 128 tokens."""
+    fake_llm.set_script(one_turn(text="ok"))
+    shared = "the same instructions " * 50  # 1,100 characters: two blocks of 512
+    system = {"role": "system", "content": LONG}
+    await ask_openai(fake_llm, messages=[system, user(shared + "task one")])
+    sibling = await ask_openai(fake_llm, messages=[system, user(shared + "task two, longer")])
+    assert sibling.usage.prompt_tokens_details.cached_tokens == 2500 + 2 * 128

@@ -73,3 +73,46 @@ async def test_a_fan_outs_short_prefix_is_filled_and_served_to_all_but_the_first
         assert child_tools == parent_tools
         assert prompt_tokens("openai", shared) < DEFAULT_MIN_CACHED_TOKENS
         assert all(u.get("cache_read", 0) == 0 for u in firsts)
+
+
+def _member_answer(req: FakeRequest) -> Reply:
+    if "MEMBER-" in req.task:
+        result = {"facts": [{"fact": "main returns 42", "file_line": "app.py:2"}],
+                  "truncated": False}  # fmt: skip
+        return Reply(tool_calls=(ReplyToolCall("submit_result", {"result": result}),))
+    if req.turn == 0:
+        plan = {"members": [{"role": f"m{i}", "task": f"MEMBER-{i}: what does app.py return?",
+                             "mode": "explore"} for i in range(3)]}  # fmt: skip
+        return Reply(tool_calls=(ReplyToolCall("submit_plan", plan),))
+    return Reply(text="merged")
+
+
+async def test_members_of_one_mode_share_their_instructions_on_anthropic(
+    sd_home: Path, workdir: Path, fake_llm: FakeLLM
+) -> None:
+    """Anthropic caches only at breakpoints: a member's instructions, which open its first
+    message before its own task, are a block of their own with one, and the members of one
+    mode are served them from the first one's request (sent alone)."""
+    fake_llm.latency = 0.3
+    write_provider(sd_home, "fake", fake_llm.anthropic_base_url, kind="anthropic")
+    fake_llm.set_script(_member_answer)
+    async with Swarm() as sdk:
+        doc = await sdk.coordinate("Find what main returns.", workdir=workdir, model="fake")
+        assert doc["verdict"] == "completed", doc
+        catalog = sdk.host.catalog
+        members = [s.id for s in catalog.list_sessions() if s.parent_id == doc["session_id"]]
+        firsts = [catalog.events(m, kinds=["assistant"])[0].payload["usage"] for m in members]
+    bodies = [r.body for r in fake_llm.requests if "MEMBER-" in str(r.body.get("messages"))]
+    first_blocks = [b["messages"][0]["content"] for b in bodies if len(b["messages"]) == 1]
+    assert len(members) == 3 == len(first_blocks)
+    for shared, own in first_blocks:
+        assert "cache_control" in shared and "## Your" not in shared["text"]
+        assert (
+            own["text"].startswith("## Your role: m") and "## Your task\n\nMEMBER-" in own["text"]
+        )
+    assert len({blocks[0]["text"] for blocks in first_blocks}) == 1  # byte for byte
+    served = sorted(u.get("cache_read", 0) for u in firsts)
+    # All are served the coordinator's prefix (tools and system); all but the first, the
+    # instructions too.
+    assert served[0] >= DEFAULT_MIN_CACHED_TOKENS
+    assert served[1] == served[2] > served[0] + 100, served

@@ -157,7 +157,7 @@ def _blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
             block["is_error"] = True
         return "user", [block]
     if message.role == "user":
-        return "user", [{"type": "text", "text": message.content}] if message.content else []
+        return "user", _user_blocks(message)
     if message.blocks:
         return "assistant", vendor_blocks(message)
     blocks: list[dict[str, Any]] = (
@@ -168,6 +168,18 @@ def _blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
         for call in message.tool_calls
     ]
     return "assistant", blocks
+
+
+def _user_blocks(message: Message) -> list[dict[str, Any]]:
+    """A user message's text; the part its family's sessions share (runtime/family.py) in a
+    block of its own with a cache breakpoint, so a sibling's request is served it."""
+    text, cut = message.content, message.shared_upto
+    if not text:
+        return []
+    if 0 < cut < len(text):
+        shared = {"type": "text", "text": text[:cut], "cache_control": dict(CACHE_POINT)}
+        return [shared, {"type": "text", "text": text[cut:]}]
+    return [{"type": "text", "text": text}]
 
 
 def _tool_input(arguments: str) -> dict[str, Any]:

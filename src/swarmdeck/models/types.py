@@ -35,6 +35,11 @@ class Message:
     # the vendor's own (Anthropic's tool search): sent back verbatim, so the history, and
     # the prefix a cache keeps of it, stays byte for byte what the vendor answered.
     blocks: tuple[Mapping[str, Any], ...] = ()
+    # How much of a first message's text its family's sessions share (a mode's
+    # instructions, before each one's own task: runtime/family.py). A vendor that caches
+    # only where a request marks it (Anthropic) gets a breakpoint there, so a sibling is
+    # served that part too; the others cache any prefix of the text on their own.
+    shared_upto: int = 0
 
 
 @dataclass(frozen=True)

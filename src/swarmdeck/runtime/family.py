@@ -19,6 +19,9 @@ from typing import Any
 from swarmdeck.models.types import Message
 
 FAMILY_OPTION = "family"
+# How a member's role opens its first message (swarm/prompts.py), before its own task.
+ROLE_HEADING = "## Your role: "
+TASK_HEADING = "## Your task\n\n"
 
 
 @dataclass(frozen=True)
@@ -60,9 +63,14 @@ class Family:
 
 def with_preamble(messages: list[Message], preamble: str | None) -> list[Message]:
     """The conversation with the session's own instructions opening its first message (the
-    task): the prefix the family shares ends where this begins."""
+    task): the prefix the whole family shares ends where this begins, and the sessions
+    given the same instructions (one mode's members, a parent's sub-agents) share these
+    too, up to their own task (`shared_upto`)."""
     if not preamble or not messages or messages[0].role != "user":
         return messages
-    first = messages[0]
-    opened = Message("user", f"{preamble}\n\n## Your task\n\n{first.content}")
+    head = f"{preamble}\n\n"
+    task = messages[0].content
+    # A member's first message is its role, then its task, under headings of its own.
+    own = task if task.startswith(ROLE_HEADING) else f"{TASK_HEADING}{task}"
+    opened = Message("user", head + own, shared_upto=len(head))
     return [opened, *messages[1:]]

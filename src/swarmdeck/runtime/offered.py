@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from swarmdeck.catalog.records import SessionRecord
-from swarmdeck.models.edit_shapes import edit_shape
+from swarmdeck.models.edit_shapes import TEXT_EDITOR, edit_shape
 from swarmdeck.models.estimate import prompt_tokens
 from swarmdeck.models.types import Message
 from swarmdeck.plugins.aliases import resolve_tools
@@ -125,9 +125,12 @@ def _filled_to_cache(
 
 
 def _prefix_tokens(family: Family, offer: Offer) -> int:
-    """The estimated tokens of a family's shared prefix: its system prompt and tools."""
+    """The estimated tokens of a family's shared prefix: its system prompt and tools. The
+    text editor goes out as Anthropic's own tool type, not as its schema (models/
+    edit_shapes.py): what it weighs is the vendor's to add, not counted here."""
     system = system_prompt("", family.system, None, offer.index())
-    return prompt_tokens([Message("system", system)], offer.specs())
+    specs = [s for s in offer.specs() if s.name != TEXT_EDITOR]
+    return prompt_tokens([Message("system", system)], specs)
 
 
 def _own_core(record: SessionRecord) -> Sequence[str] | None:

@@ -3,9 +3,10 @@
 A vendor's prompt cache keeps a prefix once the answer to a prompt that holds it begins:
 siblings sent at the same moment (a parent's twenty sub-agents) each pay for all of it,
 and none is served from the cache. So, in each process, the first of a family's sessions
-to ask on a prefix sends its request; the first requests of the others on the same prefix
-wait until that answer begins (its first chunk), ends or fails, or WAIT_S has passed, then
-find the prefix cached. A prefix that began an answer here within KEEP_S (the vendors
+to ask on a prefix (the family's, and the instructions that open the first message: one
+mode's members, a parent's sub-agents) sends its request; the first requests of the others
+on the same prefix wait until that answer begins (its first chunk), ends or fails, or
+WAIT_S has passed, then find the prefix cached. A prefix that began an answer here within KEEP_S (the vendors
 keep one five minutes or more) is not waited for again. Workers on other machines do not
 wait for each other: each may pay for the prefix once.
 """
@@ -41,10 +42,11 @@ class _Prefix:
 _prefixes: dict[str, _Prefix] = {}
 
 
-def prefix_key(model: str, system: str, specs: Sequence[ToolSpec]) -> str:
-    """What identifies a family's shared prefix: the model, the system text, the tools."""
+def prefix_key(model: str, system: str, specs: Sequence[ToolSpec], preamble: str = "") -> str:
+    """What identifies a shared prefix: the model, the system text, the tools, and the
+    instructions that open the first message (runtime/family.py)."""
     tools = [(s.name, s.description, s.parameters) for s in specs]
-    text = json.dumps([model, system, tools], sort_keys=True, default=str)
+    text = json.dumps([model, system, tools, preamble], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -110,7 +110,9 @@ def _prompt(session_id: str, turn: int, extra: list[Tool]) -> dict[str, Any]:
         "specs": specs,
         # A family's first requests on its shared prefix wait for the first of them
         # (runtime/prefix_warmup.py).
-        "prefix": prefix_key(record.model, prompt, specs) if family and turn == 0 else None,
+        "prefix": prefix_key(record.model, prompt, specs, own or "")
+        if family and turn == 0
+        else None,
         "origin": journal.next_origin(
             has_parent=record.parent_id is not None, system=record.system
         ),

@@ -17,13 +17,13 @@ from swarmdeck.dispatch.verdict import RunFacts, build_verdict
 from swarmdeck.errors import SwarmdeckError
 from swarmdeck.models.available import normalize
 from swarmdeck.runtime.agents import agent_session, agent_tools
-from swarmdeck.runtime.family import FAMILY_OPTION
+from swarmdeck.runtime.family import FAMILY_OPTION, TASK_HEADING
 from swarmdeck.runtime.project_docs import PROJECT_DOCS_OPTION
 from swarmdeck.runtime.services import Services, services
 from swarmdeck.runtime.traced import child_trace_options
 from swarmdeck.runtime.tree import broadcasts_of
 from swarmdeck.swarm.phases import SUBMIT_RESULT, SWARM_TOOLS, append_entry, stored_in, swarm_spec
-from swarmdeck.swarm.prompts import member_prompt, member_task
+from swarmdeck.swarm.prompts import family_member_prompt, member_prompt, member_task
 from swarmdeck.swarm.routing import route
 from swarmdeck.swarm.spec import SwarmSpec
 from swarmdeck.workspace.rundir import RunDir
@@ -179,12 +179,18 @@ def _create_member(
             agent_options = {
                 k: v for k, v in named.options.items() if k not in ("cron", "one_shot")
             }
-    others = [tuple(p) for p in peers if p[2] != session_id]
     # A member that runs as a named agent keeps that agent's tools and prompt to itself.
     family = coordinator.options.get(FAMILY_OPTION) if agent_tool_names is None else None
-    prompt = member_prompt(
-        member, workdir, step_cap, coordinator.id, others, agent_prompt, shared=bool(family)
-    )
+    if family:
+        # Its role opens its task, after what it shares with the members of its mode.
+        everyone = [(r, m, sid) for r, m, sid in peers]
+        prompt, role = family_member_prompt(
+            member, workdir, step_cap, coordinator.id, everyone, agent_prompt
+        )
+        task = f"{role}\n\n{TASK_HEADING}{task}"
+    else:
+        others = [(r, m, sid) for r, m, sid in peers if sid != session_id]
+        prompt = member_prompt(member, workdir, step_cap, coordinator.id, others, agent_prompt)
     title_role = member.get("assigned_role") or member["role"]
     first_line = next((ln.strip() for ln in member["task"].splitlines() if ln.strip()), "")
     svc.catalog.create_session(

@@ -9,6 +9,7 @@ from importlib.resources import files
 from typing import Any
 
 from swarmdeck.dispatch.modes import get_mode
+from swarmdeck.runtime.family import ROLE_HEADING
 from swarmdeck.swarm.team import Team
 
 RESULT_CHARS = 6000
@@ -92,25 +93,14 @@ def member_prompt(
     coordinator_id: str,
     peers: list[tuple[str, str, str]],
     agent_prompt: str | None,
-    shared: bool = False,
 ) -> str:
     """A member's own prompt: its agent's (when it has one), its mode's (the result it
-    must submit), its role, and how to reach the rest of the swarm (`shared`: the rules
-    are in the swarm's shared context already, see swarm_context)."""
+    must submit), its role, and how to reach the rest of the swarm (`peers`: the others)."""
     spec = get_mode(member["mode"])
     parts = [agent_prompt] if agent_prompt else []
     parts.append(spec.prompt(workdir, step_cap))
-    role = f"## Your role: {member['role']}"
-    if member.get("system_prompt"):
-        role += "\n\n" + member["system_prompt"].strip()
-    parts.append(role)
+    parts.append(_role(member))
     listed = "\n".join(f"- {r} ({mode}): {sid}" for r, mode, sid in peers) or "- none"
-    if shared:
-        parts.append(
-            f"## The swarm\n\nYou are one member of the swarm that {coordinator_id} "
-            f"coordinates. The other members:\n{listed}"
-        )
-        return "\n\n".join(parts)
     parts.append(
         f"## The swarm\n\nYou are one member of the swarm that {coordinator_id} coordinates. "
         f"The other members:\n{listed}\n\n"
@@ -123,6 +113,36 @@ def member_prompt(
         "- Only your submitted result reaches the coordinator: finish with `submit_result`."
     )
     return "\n\n".join(parts)
+
+
+def family_member_prompt(
+    member: dict[str, Any],
+    workdir: str,
+    step_cap: int,
+    coordinator_id: str,
+    members: list[tuple[str, str, str]],
+    agent_prompt: str | None,
+) -> tuple[str, str]:
+    """The prompt of a member that shares its swarm's prefix (runtime/family.py), and its
+    role, which opens its task. The swarm's rules are in the shared context already
+    (swarm_context), and the prompt is the same for every member of one mode (and agent)
+    in one workdir, all the members listed: the vendors' caches serve it to all but the
+    first."""
+    listed = "\n".join(f"- {r} ({mode}): {sid}" for r, mode, sid in members) or "- none"
+    parts = [agent_prompt] if agent_prompt else []
+    parts.append(get_mode(member["mode"]).prompt(workdir, step_cap))
+    parts.append(
+        f"## The swarm\n\nYou are one member of the swarm that {coordinator_id} coordinates. "
+        f"Its members:\n{listed}"
+    )
+    return "\n\n".join(parts), _role(member)
+
+
+def _role(member: dict[str, Any]) -> str:
+    role = f"{ROLE_HEADING}{member['role']}"
+    if member.get("system_prompt"):
+        role += "\n\n" + member["system_prompt"].strip()
+    return role
 
 
 def _clip(doc: Any) -> str:

@@ -7,7 +7,8 @@ that ends with it, so "the longest prefix seen before" is a set lookup per segme
 
 The two vendors cache differently, and so does this:
 - OpenAI caches on its own: every prefix of every prompt is remembered, and a later prompt
-  is served the longest one it starts with (reported as
+  is served the longest one it starts with: whole segments, then, of the first segment that
+  differs, what it shares in steps of 128 tokens, as OpenAI counts (reported as
   `usage.prompt_tokens_details.cached_tokens`, inside `prompt_tokens`).
 - Anthropic caches only where the request puts `cache_control` breakpoints: the prefix up
   to each breakpoint is written (`cache_creation_input_tokens`), and a later prompt reads
@@ -21,6 +22,7 @@ swarm's members reuse the prefix their coordinator wrote), another key's never s
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import threading
 from collections.abc import Mapping
@@ -31,6 +33,8 @@ from swarmdeck.testing.request import Api, deferred_tools, output_tools, tool_re
 
 CHARS_PER_TOKEN = 4
 DEFAULT_MIN_CACHED_TOKENS = 1024
+# OpenAI serves a prefix in steps of this many tokens past the first whole segments.
+BLOCK_TOKENS = 128
 # How far before a breakpoint Anthropic looks for a prefix it wrote earlier.
 LOOKBACK_BLOCKS = 20
 
@@ -38,11 +42,14 @@ LOOKBACK_BLOCKS = 20
 @dataclass(frozen=True)
 class Segment:
     """One piece of a prompt: its weight, the hash of the prefix ending with it, and whether
-    the request marked it as a cache breakpoint."""
+    the request marked it as a cache breakpoint; `blocks`, the hashes of the prefixes that
+    end inside it after each BLOCK_TOKENS of its text (OpenAI serves a prefix that ends
+    there too)."""
 
     tokens: int
     prefix_hash: str
     breakpoint: bool
+    blocks: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -186,9 +193,21 @@ def segments(api: Api, body: Mapping[str, Any]) -> list[Segment]:
     chain = hashlib.sha256(f"{api}:{body.get('model', '')}".encode())
     out = []
     for item, text, breakpoint in pieces:
+        blocks = _blocks(chain.hexdigest(), text)
         chain.update(json.dumps(item, sort_keys=True, default=str).encode())
-        out.append(Segment(tokens_of(text), chain.copy().hexdigest(), breakpoint))
+        out.append(Segment(tokens_of(text), chain.copy().hexdigest(), breakpoint, blocks))
     return out
+
+
+def _blocks(before: str, text: str) -> tuple[str, ...]:
+    """The hashes of the prefixes ending inside a segment's text, a block apart."""
+    step = BLOCK_TOKENS * CHARS_PER_TOKEN
+    running = hashlib.sha256(f"{before}\0".encode())
+    out = []
+    for start in range(0, len(text) - step, step):
+        running.update(text[start : start + step].encode())
+        out.append(running.copy().hexdigest())
+    return tuple(out)
 
 
 def prompt_tokens(api: Api, body: Mapping[str, Any]) -> int:
@@ -200,8 +219,12 @@ def _keyed(part: Segment, key: str) -> Segment:
     """The segment as the cache of one API key knows it."""
     if not key:
         return part
-    digest = hashlib.sha256(f"{key}\0{part.prefix_hash}".encode()).hexdigest()
-    return Segment(part.tokens, digest, part.breakpoint)
+
+    def keyed(digest: str) -> str:
+        return hashlib.sha256(f"{key}\0{digest}".encode()).hexdigest()
+
+    blocks = tuple(keyed(b) for b in part.blocks)
+    return Segment(part.tokens, keyed(part.prefix_hash), part.breakpoint, blocks)
 
 
 @dataclass(frozen=True)
@@ -253,12 +276,18 @@ class PromptCache:
             self._seen.update(found.kept)
 
     def _automatic(self, parts: list[Segment], ends: list[int], total: int) -> Lookup:
-        """OpenAI: the longest prefix seen before; every prefix of this one is kept."""
-        read = 0
+        """OpenAI: the longest prefix seen before, whole segments, then the BLOCK_TOKENS
+        blocks of the first segment that differs; every prefix of this one is kept."""
+        read = start = 0
         for part, end in zip(parts, ends, strict=True):
-            if part.prefix_hash in self._seen and end >= self.min_tokens:
-                read = end
-        return Lookup(CacheUse(total, read=read), tuple(p.prefix_hash for p in parts))
+            if part.prefix_hash not in self._seen:
+                shared = sum(1 for _ in itertools.takewhile(self._seen.__contains__, part.blocks))
+                read = max(read, start + shared * BLOCK_TOKENS)
+                break
+            read, start = end, end
+        read = read if read >= self.min_tokens else 0
+        kept = tuple(h for p in parts for h in (*p.blocks, p.prefix_hash))
+        return Lookup(CacheUse(total, read=read), kept)
 
     def _at_breakpoints(self, parts: list[Segment], ends: list[int], total: int) -> Lookup:
         """Anthropic: read the longest prefix written before at or shortly before a
