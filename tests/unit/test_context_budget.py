@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import gzip
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from swarmdeck.catalog.records import EventRecord
+from swarmdeck.models import estimate
 from swarmdeck.models.estimate import count_tokens, encoding_for, estimate_tokens
 from swarmdeck.models.registry import ProviderConfig
 from swarmdeck.models.types import Message, ToolCall
@@ -92,3 +99,34 @@ def test_tiktoken_counts_openai_models_offline() -> None:
     assert encoding_for("anthropic", "claude-sonnet-5-5") is None
     assert encoding_for("openai", "deepseek-chat") is None
     assert count_tokens("x" * 41, None) == estimate_tokens("x" * 41) == 11
+
+
+def test_an_encoding_is_built_from_the_package_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No cache folder (another user could plant a file in /tmp), no change to the
+    environment (every thread's, inherited by the processes they start); a packaged file
+    that is not tiktoken's is refused by its hash, and counts fall back to the estimate."""
+    monkeypatch.setattr(estimate, "_encodings", {})
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    before = dict(os.environ)
+    cl100k = encoding_for("openai", "gpt-4")
+    assert cl100k is not None and count_tokens("hello world", cl100k) == 2
+    assert dict(os.environ) == before and list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(estimate, "_encodings", {})
+    tampered = gzip.compress(b"cGxhbnRlZA== 0\n")
+    monkeypatch.setattr(estimate.resources, "files", lambda _pkg: _Packaged(tampered))
+    assert encoding_for("openai", "gpt-4") is None
+
+
+class _Packaged:
+    """A stand-in for the package's files: every path reads `data`."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __truediv__(self, _part: str) -> _Packaged:
+        return self
+
+    def read_bytes(self) -> bytes:
+        return self.data

