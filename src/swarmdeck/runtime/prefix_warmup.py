@@ -6,9 +6,9 @@ and none is served from the cache. So, in each process, the first of a family's 
 to ask on a prefix (the family's, and the instructions that open the first message: one
 mode's members, a parent's sub-agents) sends its request; the first requests of the others
 on the same prefix wait until that answer begins (its first chunk), ends or fails, or
-WAIT_S has passed, then find the prefix cached. A prefix that began an answer here within KEEP_S (the vendors
-keep one five minutes or more) is not waited for again. Workers on other machines do not
-wait for each other: each may pay for the prefix once.
+WAIT_S has passed, then find the prefix cached. A prefix that began an answer here within
+KEEP_S (the vendors keep one five minutes or more) is not waited for again. Workers on
+other machines do not wait for each other: each may pay for the prefix once.
 """
 
 from __future__ import annotations
@@ -23,8 +23,10 @@ from dataclasses import dataclass, field
 
 from swarmdeck.models.types import ToolSpec
 
-# How long a sibling waits for the first answer on its prefix to begin.
-WAIT_S = 30.0
+# How long a sibling waits for the first answer on its prefix to begin. A vendor has read
+# (and cached) a prompt of a few thousand tokens well within this; an answer slower to
+# begin (a queue, a model that thinks before it streams) holds its siblings back no longer.
+WAIT_S = 3.0
 # How long a prefix that began an answer counts as cached.
 KEEP_S = 240.0
 
