@@ -127,8 +127,11 @@ def system_text(request: FakeRequest) -> str:
 
 def provider(home: Path, fake: FakeLLM, scheme: Scheme) -> str:
     url = fake.anthropic_base_url if scheme.kind == "anthropic" else fake.openai_base_url
-    # The plain edit shape on both wires: edit_file is the core edit tool either way.
-    write_provider(home, "fake", url, kind=scheme.kind, edit_tools="plain", **dict(scheme.fields))
+    # The plain edit shape on both wires: edit_file is the core edit tool either way. No
+    # cache minimum, so no schema fills a short prompt up to one: that filling is
+    # tests/swarm/test_prefix_fill.py's.
+    write_provider(home, "fake", url, kind=scheme.kind, edit_tools="plain",
+                   prompt_cache_min_tokens=0, **dict(scheme.fields))  # fmt: skip
     return "fake:scripted"
 
 

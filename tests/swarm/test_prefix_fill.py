@@ -1,8 +1,10 @@
 """A family whose shared prefix is under the shortest one the provider's cache keeps
 (issue 34, item 2): its prefix is filled up to it with the schemas it would index, and its
 first request goes alone, so that its siblings' first requests are served the prefix
-instead of each paying for all of it. Read from the fake server's cache, which keeps a
-prefix only once the answer to it begins (as the vendors' caches do)."""
+instead of each paying for all of it; a parent whose sub-agents share its prompt is filled
+as they are, so its own turns are cached and write the prefix its children read. Read
+from the fake server's cache, which keeps a prefix only once the answer to it begins (as
+the vendors' caches do)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from swarmdeck import AgentSpec, Swarm
 from swarmdeck.testing.fake_llm import FakeLLM
 from swarmdeck.testing.prompt_cache import DEFAULT_MIN_CACHED_TOKENS, prompt_tokens
 from swarmdeck.testing.script import FakeRequest, Reply, ReplyToolCall
+from swarmdeck.tools.tool_index import DEFAULT_CORE, LOAD_TOOLS
 from tests.conftest import write_provider
 
 CHILDREN = 5
@@ -38,7 +41,7 @@ def _shared_prefix(body: dict[str, Any]) -> tuple[list[Any], Any]:
 
 
 @pytest.mark.parametrize("fill", [True, False], ids=["filled", "provider-caches-any"])
-async def test_a_fan_outs_short_prefix_is_filled_and_served_to_all_but_the_first(
+async def test_a_fan_outs_short_prefix_is_filled_and_served_from_the_parents_turns(
     fill: bool, sd_home: Path, workdir: Path, fake_llm: FakeLLM
 ) -> None:
     fake_llm.latency = 0.3  # each answer begins this late: siblings sent at once all miss
@@ -51,28 +54,29 @@ async def test_a_fan_outs_short_prefix_is_filled_and_served_to_all_but_the_first
         catalog = sdk.host.catalog
         kids = [s.id for s in catalog.list_sessions() if s.parent_id == parent.id]
         firsts = [catalog.events(k, kinds=["assistant"])[0].payload["usage"] for k in kids]
+        parent_turns = [e.payload["usage"] for e in catalog.events(parent.id, kinds=["assistant"])]
     requests = [r.body for r in fake_llm.requests if r.method == "POST"]
     children = [b for b in requests if "CHILD-" in str(b["messages"][1]["content"])]
-    parent_first = requests[0]
     assert len(kids) == CHILDREN == len(children)
-    # Byte for byte the same tools and system prompt for every child.
+    # Byte for byte the same tools and system prompt for every child, and for the parent.
     assert len({repr(_shared_prefix(b)) for b in children}) == 1
+    assert repr(_shared_prefix(requests[0])) == repr(_shared_prefix(children[0]))
     shared = {"tools": children[0]["tools"], "messages": children[0]["messages"][:1]}
-    parent_tools = {t["function"]["name"] for t in parent_first["tools"]}
-    child_tools = {t["function"]["name"] for t in children[0]["tools"]}
+    cached = [u.get("cache_read", 0) for u in (*firsts, *parent_turns[1:])]
     if fill:
-        # Schemas the parent's own prompt only indexes fill the prefix to the minimum,
-        # and all the children but the first are served it.
-        assert child_tools > parent_tools, (child_tools, parent_tools)
+        # Schemas the prompt would only index fill the prefix to the minimum; the parent's
+        # first turn caches it, and every child's first request and its own later turns
+        # are served it.
+        shown = {t["function"]["name"] for t in children[0]["tools"]}
+        assert shown - {*DEFAULT_CORE["explore"], LOAD_TOOLS}, shown
         assert prompt_tokens("openai", shared) >= DEFAULT_MIN_CACHED_TOKENS
-        served = sorted(u.get("cache_read", 0) for u in firsts)
-        assert served[0] == 0 and all(s >= DEFAULT_MIN_CACHED_TOKENS for s in served[1:])
+        assert parent_turns[0].get("cache_read", 0) == 0
+        assert all(c >= DEFAULT_MIN_CACHED_TOKENS for c in cached), cached
     else:
         # Nothing filled where the provider caches any prefix; under the fake's 1,024,
-        # no child is served.
-        assert child_tools == parent_tools
+        # no request is served.
         assert prompt_tokens("openai", shared) < DEFAULT_MIN_CACHED_TOKENS
-        assert all(u.get("cache_read", 0) == 0 for u in firsts)
+        assert not any(cached), cached
 
 
 def _member_answer(req: FakeRequest) -> Reply:

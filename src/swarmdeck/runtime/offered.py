@@ -3,23 +3,25 @@ its skills, and the context each tool call runs with."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from swarmdeck.catalog.records import SessionRecord
 from swarmdeck.models.edit_shapes import TEXT_EDITOR, edit_shape
-from swarmdeck.models.estimate import prompt_tokens
-from swarmdeck.models.types import Message
+from swarmdeck.models.estimate import estimate_tokens, tools_text
 from swarmdeck.plugins.aliases import resolve_tools
 from swarmdeck.plugins.definitions import SkillDef
 from swarmdeck.runtime.agents import skills_shown
 from swarmdeck.runtime.catalog_io import catalog_write
 from swarmdeck.runtime.family import Family
 from swarmdeck.runtime.mgmt_ops import RuntimeMgmtOps
+from swarmdeck.runtime.project_docs import PROJECT_DOCS_OPTION
 from swarmdeck.runtime.prompts import system_prompt
 from swarmdeck.runtime.services import services
 from swarmdeck.tools.base import READ_ONLY_MODES, Tool, ToolContext
+from swarmdeck.tools.builtins.control import SPAWN_AGENT
 from swarmdeck.tools.tool_index import (
     EAGER,
     LOAD_TOOLS,
@@ -90,47 +92,78 @@ def tool_offer(
     # Where the vendor has a tool search of its own (Anthropic's), it finds the tools.
     search = config.vendor_tool_search
     load_tools = svc.tools.get(LOAD_TOOLS)
-    if family is None:
+    if family is not None:
+        core = core_tools(family.mode, family.core, shape)
+    else:
         core = core_tools(record.mode, _own_core(record), shape)
-        return split_offer(tools, core, loaded, load_tools, search)
-    core = core_tools(family.mode, family.core, shape)
-    filled = _filled_to_cache(family, tools, core, config.cache_min_tokens, load_tools, search)
-    return split_offer(tools, filled, loaded, load_tools, search)
+        if not _hands_prompt_down(record, tools):
+            return split_offer(tools, core, loaded, load_tools, search)
+    fill = _Fill(_prefix_text(record, family), tools, load_tools, search, config.kind)
+    return split_offer(tools, fill.grown(core, config.cache_min_tokens), loaded, load_tools, search)
 
 
-def _filled_to_cache(
-    family: Family,
-    tools: list[Tool],
-    core: frozenset[str],
-    min_tokens: int,
-    load_tools: Tool | None,
-    search: str | None,
-) -> frozenset[str]:
-    """A family's core set, grown (in the family's order of tools) until its shared prefix
-    reaches the shortest one the provider's cache keeps: below that, every sibling pays
-    full price for the whole prefix, while a schema past it costs a cached read. Only the
-    family's own text and tools count, never what a session loaded, so the prefix stays
-    byte for byte the same for all of them."""
-    if min_tokens <= 0:
-        return core
-    need = min_tokens * FILL_MARGIN
-    grown = set(core)
-    offer = split_offer(tools, frozenset(grown), [], load_tools, search)
-    for tool in list(offer.indexed):
-        if _prefix_tokens(family, offer) >= need:
-            break
-        grown.add(tool.name)
-        offer = split_offer(tools, frozenset(grown), [], load_tools, search)
-    return frozenset(grown)
+def _prefix_text(record: SessionRecord, family: Family | None) -> Callable[[str], str]:
+    """The system prompt of a shared prefix, for an index of the tools it leaves out: the
+    family's, or the session's own that its sub-agents share (runtime/tree.py): a parent
+    is filled as they are, so its own turns write the prefix their first requests read."""
+    if family is not None:
+        return lambda index: system_prompt("", family.system, None, index)
+    project = record.options.get(PROJECT_DOCS_OPTION) or ""
+    skills = visible_skills(record)
+    return lambda index: system_prompt(record.workdir, None, skills, index, project)
 
 
-def _prefix_tokens(family: Family, offer: Offer) -> int:
-    """The estimated tokens of a family's shared prefix: its system prompt and tools. The
-    text editor goes out as Anthropic's own tool type, not as its schema (models/
-    edit_shapes.py): what it weighs is the vendor's to add, not counted here."""
-    system = system_prompt("", family.system, None, offer.index())
-    specs = [s for s in offer.specs() if s.name != TEXT_EDITOR]
-    return prompt_tokens([Message("system", system)], specs)
+def _hands_prompt_down(record: SessionRecord, tools: list[Tool]) -> bool:
+    """Whether this session's sub-agents would share its own prompt, byte for byte: it can
+    start them, the settings share prefixes, and its prompt and tools are its mode's."""
+    own_tools = record.tool_names is not None or record.options.get("core_tools") is not None
+    return (
+        services().settings.shared_prefix
+        and not record.system_message
+        and not own_tools
+        and any(t.name == SPAWN_AGENT for t in tools)
+    )
+
+
+@dataclass(frozen=True)
+class _Fill:
+    """A shared prefix's core set grown to the length the provider's cache keeps: `text`
+    makes the system prompt for an index of the tools left out."""
+
+    text: Callable[[str], str]
+    tools: list[Tool]
+    load_tools: Tool | None
+    search: str | None
+    kind: str
+
+    def grown(self, core: frozenset[str], min_tokens: int) -> frozenset[str]:
+        """The core set, grown (in the order of the tools) until the prefix reaches the
+        shortest one the provider's cache keeps: below that, every sibling pays full price
+        for the whole prefix, while a schema past it costs a cached read. Only the
+        family's own text and tools count, never what a session loaded, so the prefix
+        stays byte for byte the same for all of them."""
+        if min_tokens <= 0:
+            return core
+        need = min_tokens * FILL_MARGIN
+        grown = set(core)
+        offer = self._offer(grown)
+        for tool in list(offer.indexed):
+            if self._tokens(offer) >= need:
+                break
+            grown.add(tool.name)
+            offer = self._offer(grown)
+        return frozenset(grown)
+
+    def _offer(self, core: set[str]) -> Offer:
+        return split_offer(self.tools, frozenset(core), [], self.load_tools, self.search)
+
+    def _tokens(self, offer: Offer) -> int:
+        """The estimated tokens of the prefix: its system prompt and tools, as the
+        provider's kind shows them (a tool left to the vendor's tool search weighs what it
+        shows of it). The text editor goes out as Anthropic's own tool type, not as its
+        schema (models/edit_shapes.py): what it weighs is the vendor's to add."""
+        specs = [s for s in offer.specs() if s.name != TEXT_EDITOR]
+        return estimate_tokens(self.text(offer.index()) + tools_text(specs, self.kind))
 
 
 def _own_core(record: SessionRecord) -> Sequence[str] | None:

@@ -95,6 +95,9 @@ class AskArgs(BaseModel):
     question: str
 
 
+# The tool that starts a sub-agent: a session offered it may head a family.
+SPAWN_AGENT = "spawn_agent"
+
 CONTROL_TOOLS: list[Tool] = [
     _control(
         "wait",
@@ -110,7 +113,7 @@ CONTROL_TOOLS: list[Tool] = [
     ),
     _control("cancel_cron", "Stop the recurring wake-ups.", NoArgs, Effect.IDEMPOTENT),
     _control(
-        "spawn_agent",
+        SPAWN_AGENT,
         "Start a sub-agent session on a task (or a named agent); returns its id at once.",
         SpawnArgs,
         Effect.IDEMPOTENT,
