@@ -1,7 +1,8 @@
 """What one `wait(1)` + one-turn session costs, against bare DBOS's sleep + one step.
 
 Runs N sessions in this process on a fresh SQLite store (as bench/concurrency.py does with
-`--processes 0`) and counts, per session: CPU time of this process, SQL statements and
+`--processes 0`), after one of each not counted (what a process does once: imports, its
+model client), and counts, per session: CPU time of this process, SQL statements and
 commits on the store (SQLAlchemy event hooks on the engine the catalog shares with DBOS),
 DBOS steps (its operation_outputs rows) and LLM requests. The same for bare DBOS's
 N x (sleep + one empty step) in the same run. The figures say where a session's CPU goes;
@@ -111,14 +112,14 @@ def report(
     """Print the figures of one run; returns its (CPU ms, statements, commits) per session
     (CPU of this process)."""
     stmts = sum(counter.statements.values())
-    steps = sum(ops.values())
+    steps = sum(ops.values()) * n  # ops are per run
     print(
         f"{name}: {n} sessions, wall {wall:.2f} s, CPU {cpu[0] * 1000 / n:.2f} ms/session "
         f"(+ {cpu[1] * 1000 / n:.2f} ms in the fake LLM server), "
         f"{stmts / n:.1f} statements, {counter.commits / n:.1f} commits, "
         f"{steps / n:.1f} DBOS operations per session"
     )
-    print("  DBOS operations: " + ", ".join(f"{k} {v / n:.2f}" for k, v in ops.most_common()))
+    print("  DBOS operations: " + ", ".join(f"{k} {v:.2f}" for k, v in ops.most_common()))
     for shape, count in counter.statements.most_common(25):
         print(f"    {count / n:6.2f}  {shape}")
     for caller, count in counter.callers.most_common(40):
@@ -144,7 +145,8 @@ def children_cpu() -> float:
 
 
 def dbos_steps(engine, name: str) -> collections.Counter[str]:  # type: ignore[no-untyped-def]
-    """The recorded operations (steps, sleeps, recvs) of the named workflow's runs, by name."""
+    """The recorded operations (steps, sleeps, recvs) of the named workflow's runs, by name,
+    per run."""
     import sqlalchemy as sa
 
     schema = "dbos." if engine.dialect.name == "postgresql" else ""
@@ -156,8 +158,12 @@ def dbos_steps(engine, name: str) -> collections.Counter[str]:  # type: ignore[n
                 "WHERE w.name = :name GROUP BY o.function_name"
             ),
             {"name": name},
-        )
-        return collections.Counter({str(f): int(c) for f, c in rows})
+        ).all()
+        runs = conn.execute(
+            sa.text(f"SELECT count(*) FROM {schema}workflow_status WHERE name = :name"),
+            {"name": name},
+        ).scalar_one()
+    return collections.Counter({str(f): int(c) / max(1, runs) for f, c in rows})
 
 
 def main() -> None:
@@ -203,7 +209,7 @@ def main() -> None:
         counter.by_caller = args.by_caller
         try:
 
-            async def bare() -> float:
+            async def bare(n: int = n) -> float:
                 t0 = time.perf_counter()
                 handles = await asyncio.gather(
                     *(DBOS.start_workflow_async(bare_session, args.wait) for _ in range(n))
@@ -211,7 +217,7 @@ def main() -> None:
                 await asyncio.gather(*(h.get_result() for h in handles))
                 return time.perf_counter() - t0
 
-            async def ours() -> float:
+            async def ours(n: int = n) -> float:
                 request = SessionRequest("bench", "bench:scripted", workdir, tool_names=["wait"])
                 t0 = time.perf_counter()
                 ids = [host.create_session(request).id for _ in range(n)]
@@ -222,6 +228,10 @@ def main() -> None:
                 await host.services.close_models()
                 return wall
 
+            # One of each first, not counted: what a process does once (imports, its
+            # model client, statements compiled) is no session's cost.
+            asyncio.run(bare(1))
+            asyncio.run(ours(1))
             per_session: dict[str, tuple[float, float, float]] = {}
             for name, run, wf in (
                 ("bare DBOS (sleep + step)", bare, "bench.cost.sleep_then_step"),
