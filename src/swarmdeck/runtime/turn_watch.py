@@ -1,8 +1,10 @@
 """What a model turn tells the catalog while it runs, so watchers in any process see it.
 
 Two things: that the model is still answering (streamed chunks of any kind), as a touch of
-the session's `active_at`, at most once a second and only once the turn has streamed for
-that long, so a quick turn writes nothing extra; and every wait the model layer takes (a
+the session's `active_at`, at most once a second and only once the turn has run for that
+long, so a quick turn writes nothing extra (counted from the turn's start, not its first
+chunk: the first chunk after a long wait for the answer is the sign of life that
+dispatch's idle watchdog reads); and every wait the model layer takes (a
 retry's backoff, a cooldown), as a `notice` entry in the transcript, with its reason and
 its length. Neither may fail the turn: a touch that finds the store busy is skipped (a
 chunk a moment later tries again), and a notice that cannot be written is logged.
