@@ -103,6 +103,11 @@ def _first_turns(host: Any, sids: list[str]) -> list[dict[str, int]]:
     return out
 
 
+def _prompt_size(usage: dict[str, int]) -> int:
+    """All of a request's input tokens, cached or not."""
+    return usage.get("input", 0) + usage.get("cache_read", 0) + usage.get("cache_write", 0)
+
+
 def _totals(host: Any, sids: list[str]) -> dict[str, float]:
     t = host.catalog.usage_totals(sids)
     total = t.input + t.cache_read + t.cache_write
@@ -135,6 +140,7 @@ async def _run(children: int, project: bool) -> dict[str, Any]:
             "fanout": _totals(sdk.host, [parent.id, *kids]),
             "members": _first_turns(sdk.host, members),
             "children": _first_turns(sdk.host, kids),
+            "roots": _first_turns(sdk.host, [coordinator, parent.id]),
         }
 
 
@@ -194,10 +200,15 @@ def scenario(children: int, project: bool, kind: str = "openai") -> str:
     hits = [u.get("cache_read", 0) > 0 for u in firsts]
     print("    members' first requests (cached tokens of their prompt):")
     for n, u in enumerate(shared["members"]):
-        total = u.get("input", 0) + u.get("cache_read", 0) + u.get("cache_write", 0)
-        print(f"      member {n}: {u.get('cache_read', 0):>5} of {total:>5}")
+        print(f"      member {n}: {u.get('cache_read', 0):>5} of {_prompt_size(u):>5}")
     kid_hits = sum(1 for u in shared["children"] if u.get("cache_read", 0) > 0)
     print(f"      {children} sub-agents: {kid_hits} of {children} on the shared prefix")
+    # What no sharing can serve: each family's first request, on a cold cache.
+    floors = [
+        f"{family} {_prompt_size(u) / max(1, shared[family]['input']):.1%}"
+        for family, u in zip(("swarm", "fanout"), shared["roots"], strict=True)
+    ]
+    print(f"    first request of the tree (cold), of all input: {', '.join(floors)}")
     inputs = sum(shared[f]["input"] for f in ("swarm", "fanout"))
     cached = sum(shared[f]["cached"] for f in ("swarm", "fanout"))
     billed = sum(shared[f]["billed"] for f in ("swarm", "fanout"))
