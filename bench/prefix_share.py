@@ -132,15 +132,21 @@ async def _run(children: int, project: bool) -> dict[str, Any]:
         parent = await sdk.start("FAN OUT to sub-agents", AgentSpec("fake", mode="explore",
                                  options={"max_children": children}), workdir=workdir)  # fmt: skip
         assert (await parent.result(timeout=300)).status == "completed"
+        # A planner's next swarm in the project, on another task, while the cache holds.
+        after = await sdk.coordinate("Find what else main does.", workdir=workdir, model="fake")
+        assert after["verdict"] == "completed", after
         catalog = sdk.host.catalog
         members = [s.id for s in catalog.list_sessions() if s.parent_id == coordinator]
         kids = [s.id for s in catalog.list_sessions() if s.parent_id == parent.id]
+        later = [s.id for s in catalog.list_sessions() if s.parent_id == after["session_id"]]
         return {
             "swarm": _totals(sdk.host, [coordinator, *members]),
             "fanout": _totals(sdk.host, [parent.id, *kids]),
             "members": _first_turns(sdk.host, members),
             "children": _first_turns(sdk.host, kids),
             "roots": _first_turns(sdk.host, [coordinator, parent.id]),
+            "next_swarm": _first_turns(sdk.host, [after["session_id"]])[0],
+            "next_swarm_totals": _totals(sdk.host, [after["session_id"], *later]),
         }
 
 
@@ -209,6 +215,12 @@ def scenario(children: int, project: bool, kind: str = "openai") -> str:
         for family, u in zip(("swarm", "fanout"), shared["roots"], strict=True)
     ]
     print(f"    first request of the tree (cold), of all input: {', '.join(floors)}")
+    nxt, totals = shared["next_swarm"], shared["next_swarm_totals"]
+    print(
+        f"    the next swarm in the project (another task): "
+        f"{totals['cached'] / max(1, totals['input']):.1%} of its input cached, its "
+        f"coordinator's first request {nxt.get('cache_read', 0)} of {_prompt_size(nxt)} tokens"
+    )
     inputs = sum(shared[f]["input"] for f in ("swarm", "fanout"))
     cached = sum(shared[f]["cached"] for f in ("swarm", "fanout"))
     billed = sum(shared[f]["billed"] for f in ("swarm", "fanout"))

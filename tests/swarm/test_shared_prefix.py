@@ -15,6 +15,7 @@ from swarmdeck import AgentSpec, Swarm
 from swarmdeck.dispatch.modes import RESULT_EXAMPLES
 from swarmdeck.testing import responses_wire
 from swarmdeck.testing.fake_llm import FakeLLM
+from swarmdeck.testing.prompt_cache import DEFAULT_MIN_CACHED_TOKENS
 from swarmdeck.testing.script import FakeRequest, Reply, ReplyToolCall
 from swarmdeck.testing.tool_search import searching
 from tests.conftest import write_provider
@@ -91,7 +92,8 @@ async def test_a_swarm_and_a_fan_out_share_one_prefix(
     shared = {prefix(*request) for request in [*members.values(), *coordinator.values()]}
     assert len(shared) == 1  # explore, review and test members, and their coordinator
     _tools, system = shared.pop()
-    assert "The swarm's task" in system and "MEMBER-" not in system and "m0" not in system
+    assert "MEMBER-" not in system and "m0" not in system
+    assert "Find what main returns" not in system  # the swarm's own task: not every swarm's
     for task, (api, body) in members.items():
         first = FakeRequest.from_body(api, body).task
         assert first.index("## Your role") < first.index("## Your task") < first.index(task)
@@ -111,3 +113,20 @@ async def test_the_prefix_can_be_turned_off(sd_home: Path, workdir: Path, fake_l
     assert doc["plan"]["error"] is None, doc  # the members ran (their results are not checked)
     members = first_requests(fake_llm, "MEMBER-")
     assert len({prefix(*r)[1] for r in members.values()}) == 3  # each its own system prompt
+
+
+async def test_swarms_in_one_project_share_their_prefix(
+    sd_home: Path, workdir: Path, fake_llm: FakeLLM
+) -> None:
+    """No swarm's own task is in the prefix: a planner's next swarm in the project sends the
+    same one, and its coordinator's first request is served what the first swarm cached."""
+    write_provider(sd_home, "fake", fake_llm.openai_base_url)
+    fake_llm.set_script(searching(answer))
+    tasks = ("Find what main returns.", "Find what else main does.")
+    async with Swarm() as sdk:
+        docs = [await sdk.coordinate(t, workdir=workdir, model="fake") for t in tasks]
+        second = sdk.host.catalog.events(docs[1]["session_id"], kinds=["assistant"])[0]
+    assert [d["verdict"] for d in docs] == ["completed", "completed"], docs
+    firsts = [next(iter(first_requests(fake_llm, t).values())) for t in tasks]
+    assert prefix(*firsts[0]) == prefix(*firsts[1])
+    assert second.payload["usage"].get("cache_read", 0) >= DEFAULT_MIN_CACHED_TOKENS

@@ -111,15 +111,15 @@ def _check_team_models(team: Team, svc: Services, aliases: dict[str, str]) -> No
             )
 
 
-def _swarm_family(task: str, docs: str, svc: Services) -> Family:
-    """What the coordinator and its members share (runtime/family.py): the swarm's context
-    and task, the project's instructions, and the tools of a code member with the swarm's
-    own and the plan tool, of which a code member's core set and the plan tool are shown
-    whole."""
+def _swarm_family(docs: str, svc: Services) -> Family:
+    """What the coordinator and its members share (runtime/family.py): the swarms' context,
+    the project's instructions, and the tools of a code member with the swarm's own and the
+    plan tool, of which a code member's core set and the plan tool are shown whole. No
+    swarm's own task is in it, so every swarm run in one project shares it."""
     names = [t.name for t in svc.tools.for_mode("code", None)]
     names += [n for n in (*SWARM_TOOLS, SUBMIT_PLAN) if n not in names]
     return Family(
-        system="\n\n".join(p for p in (swarm_context(task), docs) if p),
+        system="\n\n".join(p for p in (swarm_context(), docs) if p),
         tool_names=tuple(names),
         core=(*DEFAULT_CORE["code"], SUBMIT_PLAN),
         mode="code",
@@ -188,7 +188,7 @@ def prepare_swarm(req: SwarmRequest, svc: Services) -> SessionRequest:
         tool_names=[SUBMIT_PLAN],
         options={
             **(
-                {FAMILY_OPTION: _swarm_family(req.task, docs, svc).as_option()}
+                {FAMILY_OPTION: _swarm_family(docs, svc).as_option()}
                 if svc.settings.shared_prefix
                 else {}
             ),

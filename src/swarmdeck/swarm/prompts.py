@@ -75,14 +75,16 @@ SWARM_RULES = (
 )
 
 
-def swarm_context(task: str) -> str:
-    """What the coordinator and every member read alike: what a swarm is, how its members
-    reach each other, and the swarm's task (the start of every prompt of the swarm, which
-    the vendors' caches then serve once for all of them)."""
+def swarm_context() -> str:
+    """What the coordinator and every member read alike, in every swarm: what a swarm is and
+    how its members reach each other. The start of every prompt of every swarm run in one
+    project, which the vendors' caches then serve once for all of them. The swarm's own
+    task is the coordinator's first message; a member is given its own part of it, as
+    when the swarm shares no prefix."""
     return (
         "You are part of a swarmdeck swarm: a coordinator plans the work and starts members, "
         "each with a role, that work at once and report to it.\n\n"
-        f"{SWARM_RULES}\n\n## The swarm's task\n\n{task.strip()}"
+        f"{SWARM_RULES}"
     )
 
 
