@@ -120,3 +120,23 @@ async def test_members_of_one_mode_share_their_instructions_on_anthropic(
     # instructions too.
     assert served[0] >= DEFAULT_MIN_CACHED_TOKENS
     assert served[1] == served[2] > served[0] + 100, served
+
+
+@pytest.mark.parametrize("max_children", [None, 0], ids=["may-spawn", "no-children"])
+async def test_only_a_session_that_may_start_sub_agents_is_filled(
+    max_children: int | None, sd_home: Path, workdir: Path, fake_llm: FakeLLM
+) -> None:
+    """A plain session is filled as the prefix it hands down; one whose limits leave it no
+    sub-agent keeps its lean prompt."""
+    write_provider(sd_home, "fake", fake_llm.openai_base_url,
+                   prompt_cache_min_tokens=DEFAULT_MIN_CACHED_TOKENS)  # fmt: skip
+    fake_llm.set_script(lambda req: Reply(text="done"))
+    options = {} if max_children is None else {"max_children": max_children}
+    async with Swarm() as sdk:
+        spec = AgentSpec("fake", mode="explore", options=options)
+        session = await sdk.start("LOOK", spec, workdir=workdir)
+        assert (await session.result(timeout=60)).status == "completed"
+    (body,) = [r.body for r in fake_llm.requests if r.method == "POST"]
+    shown = {t["function"]["name"] for t in body["tools"]} - {LOAD_TOOLS}
+    filled = shown - set(DEFAULT_CORE["explore"])
+    assert bool(filled) == (max_children is None), shown

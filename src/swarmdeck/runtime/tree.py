@@ -43,6 +43,20 @@ def child_id_for(parent_id: str, call_key: str) -> str:
     return f"{parent_id[:40]}.{digest}"
 
 
+def child_limits(parent: SessionRecord) -> tuple[int, int]:
+    """How many levels sessions may nest below the root, and how many live sub-agents this
+    parent may have: its own options', else the settings'."""
+    limits = services().settings
+    max_depth = int(parent.options.get("max_depth", limits.max_depth))
+    return max_depth, int(parent.options.get("max_children", limits.max_children))
+
+
+def may_spawn(parent: SessionRecord) -> bool:
+    """Whether the limits leave this session room for a sub-agent at all."""
+    max_depth, max_children = child_limits(parent)
+    return max_children > 0 and parent.depth + 1 <= max_depth
+
+
 def spawn_child(parent_id: str, call_key: str, args: dict[str, Any]) -> dict[str, Any]:
     """Create a child session record within the limits; returns {id} or {error}."""
     svc = services()
@@ -50,9 +64,7 @@ def spawn_child(parent_id: str, call_key: str, args: dict[str, Any]) -> dict[str
     child_id = child_id_for(parent_id, call_key)
     if svc.catalog.find_session(child_id):
         return {"id": child_id}  # a rerun after a crash: created (with its task) before it
-    limits = svc.settings
-    max_depth = int(parent.options.get("max_depth", limits.max_depth))
-    max_children = int(parent.options.get("max_children", limits.max_children))
+    max_depth, max_children = child_limits(parent)
     if parent.depth + 1 > max_depth:
         return {
             "error": f"depth limit: sessions may nest at most {max_depth} levels below the root"
