@@ -186,21 +186,21 @@ def measure(shared: bool, children: int, project: bool, kind: str) -> dict[str, 
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def scenario(children: int, project: bool, kind: str = "openai") -> str:
+def scenario(children: int, project: bool, kind: str = "openai") -> tuple[float, float]:
     """Print one directory's figures, shared against separate prompts; returns its
-    summary: the cached share of input and the first requests on the shared prefix."""
+    summary: the cached share of input and of first requests on the shared prefix."""
     shared = measure(True, children, project, kind)
     separate = measure(False, children, project, kind)
     where = "in a project whose AGENTS.md every session is shown" if project else (
         "in a bare directory")  # fmt: skip
     print(f"  {where}{', on Anthropic' if kind == 'anthropic' else ''}:")
+    print("    (billed: in input tokens' worth, a cached read a tenth, a write 1.25x)")
     for label, r in (("shared prefix", shared), ("own prompts", separate)):
         for family in ("swarm", "fanout"):
             t = r[family]
             print(
                 f"    {label:<14} {family:<7} input {t['input']:>7,.0f}  cached "
-                f"{t['cached'] / max(1, t['input']):6.1%}  billed (input-token equiv.) "
-                f"{t['billed']:>7,.0f}"
+                f"{t['cached'] / max(1, t['input']):6.1%}  billed {t['billed']:>7,.0f}"
             )
     firsts = shared["members"] + shared["children"]
     hits = [u.get("cache_read", 0) > 0 for u in firsts]
@@ -216,20 +216,18 @@ def scenario(children: int, project: bool, kind: str = "openai") -> str:
     ]
     print(f"    first request of the tree (cold), of all input: {', '.join(floors)}")
     nxt, totals = shared["next_swarm"], shared["next_swarm_totals"]
+    share = totals["cached"] / max(1, totals["input"])
+    print(f"    the next swarm in the project, another task: {share:.1%} of its input cached;")
     print(
-        f"    the next swarm in the project (another task): "
-        f"{totals['cached'] / max(1, totals['input']):.1%} of its input cached, its "
-        f"coordinator's first request {nxt.get('cache_read', 0)} of {_prompt_size(nxt)} tokens"
+        f"      its coordinator's first request: {nxt.get('cache_read', 0)} of "
+        f"{_prompt_size(nxt)} tokens cached"
     )
     inputs = sum(shared[f]["input"] for f in ("swarm", "fanout"))
     cached = sum(shared[f]["cached"] for f in ("swarm", "fanout"))
     billed = sum(shared[f]["billed"] for f in ("swarm", "fanout"))
     before = sum(separate[f]["billed"] for f in ("swarm", "fanout"))
     print(f"    billed against own prompts: {billed / max(1.0, before):.2f}x")
-    return (
-        f"cached share of input: {cached / max(1, inputs):.1%}, members' first requests on "
-        f"the shared prefix: {sum(hits) / max(1, len(hits)):.1%}"
-    )
+    return cached / max(1, inputs), sum(hits) / max(1, len(hits))
 
 
 def report(children: int) -> None:
@@ -240,9 +238,15 @@ def report(children: int) -> None:
     bare = scenario(children, False)
     project = scenario(children, True)
     anthropic = scenario(children, False, "anthropic")
-    print(f"  in the project: {project}")
-    print(f"  in a bare directory, on Anthropic: {anthropic}")
-    print(bare)
+    for where, (cached, firsts) in (
+        ("in the project", project),
+        ("bare, on Anthropic", anthropic),
+    ):
+        print(f"  {where}: {cached:.1%} cached, first requests on the prefix {firsts:.1%}")
+    print(
+        f"cached share of input: {bare[0]:.1%}, members' first requests on the shared "
+        f"prefix: {bare[1]:.1%}"
+    )
 
 
 if __name__ == "__main__":
