@@ -20,7 +20,7 @@ from swarmdeck.runtime.mgmt_ops import RuntimeMgmtOps
 from swarmdeck.runtime.project_docs import PROJECT_DOCS_OPTION
 from swarmdeck.runtime.prompts import system_prompt
 from swarmdeck.runtime.services import services
-from swarmdeck.runtime.tree import may_spawn
+from swarmdeck.runtime.tree import may_spawn, shares_own_prompt
 from swarmdeck.tools.base import READ_ONLY_MODES, Tool, ToolContext
 from swarmdeck.tools.builtins.control import SPAWN_AGENT
 from swarmdeck.tools.tool_index import (
@@ -118,11 +118,9 @@ def _hands_prompt_down(record: SessionRecord, tools: list[Tool]) -> bool:
     """Whether this session's sub-agents would share its own prompt, byte for byte: it can
     start them (the tool and the limits), the settings share prefixes, and its prompt and
     tools are its mode's."""
-    own_tools = record.tool_names is not None or record.options.get("core_tools") is not None
     return (
         services().settings.shared_prefix
-        and not record.system_message
-        and not own_tools
+        and shares_own_prompt(record)
         and any(t.name == SPAWN_AGENT for t in tools)
         and may_spawn(record)
     )

@@ -126,6 +126,13 @@ def _children_family(parent: SessionRecord, spec: dict[str, Any]) -> dict[str, A
     return {FAMILY_OPTION: family.as_option()}
 
 
+def shares_own_prompt(parent: SessionRecord) -> bool:
+    """Whether a parent's plain sub-agents are shown its own prompt, byte for byte: its
+    prompt and its tools are its mode's (no prompt, tool list or core set of its own)."""
+    own_tools = parent.tool_names is not None or parent.options.get("core_tools") is not None
+    return not parent.system_message and not own_tools
+
+
 def _family_of_children(parent: SessionRecord) -> Family:
     """The family of the sub-agents of a parent that is in none.
 
@@ -145,8 +152,7 @@ def _family_of_children(parent: SessionRecord) -> Family:
         core = DEFAULT_CORE.get(parent.mode, DEFAULT_CORE["explore"])
     default = DEFAULT_SYSTEM_PROMPT.format(workdir=parent.workdir)
     project = parent.options.get(PROJECT_DOCS_OPTION) or ""
-    own_tools = parent.tool_names is not None or parent.options.get("core_tools") is not None
-    if parent.system_message or own_tools:
+    if not shares_own_prompt(parent):
         system = "\n\n".join(p for p in (f"{default}\n{SUB_AGENT_NOTE}", project) if p)
         return Family(system, tools, tuple(core), parent.mode)
     skills = skill_index(skills_shown(parent, svc.session_plugins))
