@@ -112,12 +112,11 @@ def report(
     """Print the figures of one run; returns its (CPU ms, statements, commits) per session
     (CPU of this process)."""
     stmts = sum(counter.statements.values())
-    steps = sum(ops.values()) * n  # ops are per run
     print(
         f"{name}: {n} sessions, wall {wall:.2f} s, CPU {cpu[0] * 1000 / n:.2f} ms/session "
         f"(+ {cpu[1] * 1000 / n:.2f} ms in the fake LLM server), "
         f"{stmts / n:.1f} statements, {counter.commits / n:.1f} commits, "
-        f"{steps / n:.1f} DBOS operations per session"
+        f"{sum(ops.values()):.1f} DBOS operations per session"
     )
     print("  DBOS operations: " + ", ".join(f"{k} {v:.2f}" for k, v in ops.most_common()))
     for shape, count in counter.statements.most_common(25):
