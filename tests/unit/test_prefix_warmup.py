@@ -88,3 +88,30 @@ async def test_a_sibling_waits_no_longer_than_the_bound(monkeypatch: pytest.Monk
             pass  # went after 0.1 s, the first still unanswered
     release.set()
     await task
+
+
+async def test_the_bound_counts_from_the_first_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first request that stalls holds the others back once: a sibling that comes later
+    (a member retried after its timeout) waits only what is left of the bound."""
+    monkeypatch.setattr(prefix_warmup, "WAIT_S", 0.5)
+    holding = asyncio.Event()
+    release = asyncio.Event()
+
+    async def stuck() -> None:
+        async with first_on_prefix("family"):
+            holding.set()
+            await release.wait()
+
+    task = asyncio.create_task(stuck())
+    await holding.wait()
+    with pytest.raises(TimeoutError):  # the first attempt gives up while it waits
+        async with asyncio.timeout(0.3):
+            async with first_on_prefix("family"):
+                pass
+    loop = asyncio.get_running_loop()
+    retried = loop.time()
+    async with first_on_prefix("family"):
+        waited = loop.time() - retried
+    assert waited < 0.4, waited  # what was left of the 0.5 s, not 0.5 s again
+    release.set()
+    await task

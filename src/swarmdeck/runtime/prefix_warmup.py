@@ -6,7 +6,10 @@ and none is served from the cache. So, in each process, the first of a family's 
 to ask on a prefix (the family's, and the instructions that open the first message: one
 mode's members, a parent's sub-agents) sends its request; the first requests of the others
 on the same prefix wait until that answer begins (its first chunk), ends or fails, or
-WAIT_S has passed, then find the prefix cached. A prefix that began an answer here within
+WAIT_S has passed since the first was sent, then find the prefix cached. The bound counts
+from the first request, not from each waiter: a first that stalls holds the others back
+once, not again at each retry (a member retried after its timeout would spend its every
+attempt waiting). A prefix that began an answer here within
 KEEP_S (the vendors keep one five minutes or more) is not waited for again. Workers on
 other machines do not wait for each other: each may pay for the prefix once.
 """
@@ -33,10 +36,11 @@ KEEP_S = 240.0
 
 @dataclass
 class _Prefix:
-    """One prefix in this process: the loop its first request runs on, and when its answer
-    began (None while it is awaited)."""
+    """One prefix in this process: the loop its first request runs on, when that was sent,
+    and when its answer began (None while it is awaited)."""
 
     loop: asyncio.AbstractEventLoop
+    sent: float
     began: asyncio.Event = field(default_factory=asyncio.Event)
     at: float | None = None
 
@@ -61,12 +65,13 @@ async def first_on_prefix(key: str) -> AsyncIterator[Callable[[], None]]:
     _forget_old(now)
     known = _prefixes.get(key)
     if known is not None and known.loop is loop:
-        if known.at is None:
+        left = known.sent + WAIT_S - now
+        if known.at is None and left > 0:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(known.began.wait(), WAIT_S)
+                await asyncio.wait_for(known.began.wait(), left)
         yield lambda: None
         return
-    mine = _Prefix(loop)
+    mine = _Prefix(loop, now)
     _prefixes[key] = mine
 
     def began() -> None:
