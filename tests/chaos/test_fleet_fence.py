@@ -54,7 +54,7 @@ def test_a_paused_worker_that_comes_back_commits_nothing_and_gives_its_sessions_
     sid = Host().create_session(SessionRequest("pauser", "fake", workdir), fleet=True).id
     wait_for(lambda: asked == [0], what="the first turn to be asked")
     taker = fleet.start("host-b")
-    paused.signal(signal.SIGSTOP)
+    fleet.freeze(paused)
     wait_for(
         lambda: asked == [0, 0, 1],
         timeout=60,

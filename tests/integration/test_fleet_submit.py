@@ -246,7 +246,7 @@ def test_a_hand_over_no_live_worker_takes_runs_here(
     write_provider(sd_home, "fake", fake_llm.openai_base_url)
     fake_llm.set_script(explore_script())
     worker = fleet.start("host-a")
-    worker.signal(signal.SIGSTOP)
+    fleet.freeze(worker)
     try:
         res = run_cli(
             sd_home, "dispatch", "--provider", "fake", "--mode", "explore", "--workdir",

@@ -10,18 +10,21 @@ import contextlib
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psycopg
 import pytest
 import sqlalchemy as sa
 
 from swarmdeck.catalog import schema
 from swarmdeck.catalog.catalog import Catalog
-from tests.conftest import FORK_ENV, cli_env, cli_fork_server
+from tests.conftest import FORK_ENV, STORE_ENV, cli_env, cli_fork_server
 from tests.integration.test_sessions_support import CliProcess, wait_for
 
 WORKER_LINE = re.compile(r"^worker (\S+) on ", re.MULTILINE)
@@ -107,6 +110,18 @@ class Fleet:
         worker.signal(signal.SIGKILL)
         worker.proc.wait(timeout=30)
 
+    def freeze(self, worker: WorkerProc) -> None:
+        """SIGSTOP a worker between two of its writes. Stopped inside one, it would keep the
+        store locked (SQLite's write lock, or PostgreSQL's row locks) and stall every
+        process that writes: a test of a frozen worker means one that holds nothing."""
+        deadline = time.monotonic() + 30
+        while True:
+            worker.signal(signal.SIGSTOP)
+            if not _store_held(self.home) or time.monotonic() > deadline:
+                return
+            worker.signal(signal.SIGCONT)
+            time.sleep(0.02)
+
     def close(self) -> None:
         """Kill every worker still running (a paused one is woken first, so it can die)."""
         for worker in self.workers:
@@ -124,6 +139,31 @@ def fleet(sd_home: Path) -> Iterator[Fleet]:
         yield started
     finally:
         started.close()
+
+
+def _store_held(home: Path) -> bool:
+    """True while a transaction of another process is open on the test's store."""
+    url = os.environ.get(STORE_ENV)
+    if url is None:
+        return any(_sqlite_write_locked(path) for path in home.glob("*.sqlite"))
+    with psycopg.connect(url, autocommit=True) as conn:
+        open_transactions = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND pid <> pg_backend_pid() AND xact_start IS NOT NULL"
+        ).fetchone()
+    return bool(open_transactions and open_transactions[0])
+
+
+def _sqlite_write_locked(path: Path) -> bool:
+    conn = sqlite3.connect(path, timeout=0, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+        return False
+    except sqlite3.OperationalError:
+        return True
+    finally:
+        conn.close()
 
 
 def executor_of(catalog: Catalog, session_id: str) -> str | None:

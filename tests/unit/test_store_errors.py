@@ -38,3 +38,56 @@ def test_catalog_open_lets_a_bug_through(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setattr(module.migrations, "create_all", broken)
     with pytest.raises(sqlite3.ProgrammingError):
         Catalog.open(f"sqlite:///{tmp_path / 'ok.sqlite'}")
+
+
+def _locked_write(path: Path) -> Exception:
+    """The error a write meets while another process holds the store's write lock."""
+    from swarmdeck.catalog.db import create_db_engine
+
+    engine = create_db_engine(f"sqlite:///{path}", wait_for_locks=False)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("CREATE TABLE t (x INTEGER)")
+    except Exception as exc:
+        return exc
+    finally:
+        holder.close()
+        engine.dispose()
+    raise AssertionError("the write did not wait for the lock")
+
+
+def test_a_store_kept_locked_is_told_with_its_fix(tmp_path: Path) -> None:
+    from swarmdeck.catalog.db import locked_store_error
+
+    exc = _locked_write(tmp_path / "store.sqlite")
+    wrapped = RuntimeError("a step failed")
+    wrapped.__cause__ = exc  # as DBOS or our own layers re-raise it
+    for seen in (exc, wrapped):
+        err = locked_store_error(seen)
+        assert err is not None and "another process holds its write lock" in err.message
+        assert "swarmdeck status" in err.hint
+    assert locked_store_error(sqlite3.OperationalError("no such table: t")) is None
+
+
+def test_dispatch_answers_a_locked_store_with_the_contract_error_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from swarmdeck.cli import dispatch
+
+    exc = _locked_write(tmp_path / "store.sqlite")
+
+    def locked(*_args: object, **_kwargs: object) -> int:
+        raise exc
+
+    monkeypatch.setattr(dispatch, "run_contract", locked)
+    monkeypatch.setattr(dispatch, "dispatch_options", lambda **_values: None)
+    with pytest.raises(SystemExit) as ended:
+        dispatch.contract_main({}, started_line=True, json_errors=True)
+    assert ended.value.code == 2
+    out, err = capfd.readouterr()
+    assert json.loads(out)["type"] == "swarmdeck.error"
+    assert err.startswith("swarmdeck: error: the store stayed locked") and "internal" not in err

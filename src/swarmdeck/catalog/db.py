@@ -17,6 +17,8 @@ from swarmdeck.errors import StoreError
 from swarmdeck.filemodes import private_dir, private_file
 
 WAL_SWITCH_SECONDS = 30.0
+# How long a write waits for another process's lock before SQLite says "locked".
+LOCK_WAIT_SECONDS = 30
 # SQLite creates these beside the store, with the store file's mode.
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 
@@ -65,7 +67,7 @@ def create_db_engine(store_url: str, *, wait_for_locks: bool = True) -> sa.Engin
     # LIFO: the connection used last is used next, its page cache still warm; round-robin
     # over the pool re-read pages on every statement (0.34 ms an append instead of 0.23).
     engine = sa.create_engine(url, pool_size=20, max_overflow=20, pool_use_lifo=True)
-    busy_timeout_ms = 30000 if wait_for_locks else 0
+    busy_timeout_ms = LOCK_WAIT_SECONDS * 1000 if wait_for_locks else 0
 
     @event.listens_for(engine, "connect")
     def _tune(dbapi_conn: Any, _record: Any) -> None:
@@ -171,6 +173,23 @@ def store_error(store_url: str, exc: BaseException) -> StoreError:
             "make SWARMDECK_HOME writable, or set it to a writable directory",
         )
     return StoreError(f"cannot open the store {path}: {detail[:200]}", _STORE_HINT)
+
+
+def locked_store_error(exc: BaseException) -> StoreError | None:
+    """A one-line StoreError when SQLite's busy wait ran out ("database is locked"):
+    another process kept the store's write lock, as a stopped or hung worker does; None
+    for any other error."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if "database is locked" in str(seen):
+            return StoreError(
+                f"the store stayed locked for {LOCK_WAIT_SECONDS} s: another process "
+                "holds its write lock (a stopped or hung swarmdeck worker?)",
+                "`swarmdeck status` lists the workers; resume (kill -CONT) or stop the one "
+                "that hangs, then run this again",
+            )
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _secrets_of(store_url: str) -> list[str]:

@@ -101,6 +101,8 @@ def main() -> None:
     except Exception as exc:
         if os.environ.get("SWARMDECK_DEBUG"):
             raise
+        if (known := known_error(exc)) is not None:
+            _fail(known.one_line(), known.exit_code)
         _fail(
             f"internal error: {type(exc).__name__}: {exc} "
             "(rerun with SWARMDECK_DEBUG=1 for the traceback, and please report it)",
@@ -108,3 +110,11 @@ def main() -> None:
         )
     # Without standalone mode, typer returns a command's exit code instead of raising it.
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def known_error(exc: Exception) -> SwarmdeckError | None:
+    """An error from below that a user can act on, said as one (a store another process
+    keeps locked); None for a defect."""
+    from swarmdeck.catalog.db import locked_store_error
+
+    return locked_store_error(exc)

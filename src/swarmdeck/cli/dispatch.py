@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from typer import _click as tclick
 from typer._click.exceptions import UsageError as ClickUsageError
 
-from swarmdeck.cli.app import app
+from swarmdeck.cli.app import app, known_error
 from swarmdeck.cli.help_format import HelpCommand
 from swarmdeck.dispatch.stdout import ContractStdout
 from swarmdeck.errors import SwarmdeckError, UsageError
@@ -246,6 +246,8 @@ def contract_main(values: dict[str, Any], *, started_line: bool, json_errors: bo
         except Exception as exc:
             if out.emitted or os.environ.get("SWARMDECK_DEBUG"):
                 raise
+            if (known := known_error(exc)) is not None:
+                fail(known.message, known.hint, json_line=json_errors, out=_Emitter(out))
             # Nothing ran: still one error line, so the planner's parser gets an answer.
             fail(
                 f"internal error: {type(exc).__name__}: {exc}",
