@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from swarmdeck.catalog.catalog import Catalog
 from tests.conftest import Store
-from tests.integration.test_catalog_stores import new_session
+from tests.integration.test_catalog_support import new_session
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 
 from swarmdeck.models import errors
 from swarmdeck.testing.fake_llm import FakeLLM
-from tests.integration.test_fake_llm_sdks import (
+from tests.integration.test_fake_llm_sdk_support import (
     FRONTENDS,
     ant,
     ask_anthropic,

@@ -1,0 +1,177 @@
+"""The catalog contract for what sessions and workers share, on both stores (SQLite file,
+PostgreSQL): inbox posts kept once and drains repeatable by their consumer step, read by
+any number of kinds, and racing drains that neither lose nor double a message; workers
+alive or dead by their heartbeats, a dead one claimed by exactly one claimer between
+threads and between processes; and many processes opening a fresh store at once.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Any
+
+import sqlalchemy as sa
+
+from swarmdeck.catalog import schema
+from swarmdeck.catalog.catalog import Catalog
+from swarmdeck.catalog.workers import WorkerRegistry
+from tests.conftest import Store
+from tests.integration.test_catalog_support import (
+    catalog_on_store,  # noqa: F401  (the `catalog` fixture)
+    new_session,
+    race,
+    run_children,
+)
+
+# -- the inbox ----------------------------------------------------------------------------
+
+
+def test_inbox_post_is_idempotent_and_drain_repeatable(catalog: Catalog) -> None:
+    new_session(catalog, "s")
+    assert catalog.post("s", "m1", "user", {"text": "one"})
+    assert not catalog.post("s", "m1", "user", {"text": "retried"})
+    assert catalog.post("s", "m2", "timer", {"n": 2})
+    assert catalog.pending_count("s") == 2 and catalog.pending_count("s", ["timer"]) == 1
+    taken = catalog.drain("s", "step-1", ["user"])
+    assert [(m.msg_id, m.payload) for m in taken] == [("m1", {"text": "one"})]
+    # The same consumer step, rerun after a crash, gets the same messages back.
+    assert [m.msg_id for m in catalog.drain("s", "step-1", ["user"])] == ["m1"]
+    assert [m.msg_id for m in catalog.drain("s", "step-2")] == ["m2"]
+    assert catalog.drain("s", "step-3") == [] and catalog.pending_count("s") == 0
+
+
+def test_the_inbox_is_read_by_any_number_of_kinds(catalog: Catalog) -> None:
+    # One bound value per kind (statements.kind_params): lists of every length read right,
+    # as the same statement reused for another list of that length.
+    new_session(catalog, "s")
+    for n, kind in enumerate(["user", "child_update", "timer", "user"]):
+        catalog.post("s", f"m{n}", kind, {"n": n})
+    assert catalog.pending_count("s", []) == 0
+    assert catalog.pending_count("s", ["user"]) == 2
+    assert catalog.pending_count("s", ("timer", "user")) == 3
+    assert catalog.pending_count("s", ["answer", "child_update"]) == 1
+    assert catalog.pending_count("s", iter(["user", "child_update", "timer"])) == 4
+    assert not catalog.news("s", 0, [], "turn:0")[1]
+    assert catalog.news("s", 0, ["answer", "timer"], "turn:0")[1]
+    assert not catalog.news("s", 0, ["answer", "cron"], "turn:0")[1]
+    assert catalog.drain("s", "d0", []) == []
+    taken = catalog.drain("s", "d1", iter(["timer", "child_update"]))
+    assert sorted(m.msg_id for m in taken) == ["m1", "m2"]
+    assert [m.msg_id for m in catalog.drain("s", "d2", ["user", "timer"])] == ["m0", "m3"]
+    assert catalog.pending_count("s") == 0
+
+
+def test_inbox_drains_race_without_losing_or_doubling(catalog: Catalog) -> None:
+    new_session(catalog, "s")
+    posted = [f"m{i}" for i in range(60)]
+
+    def work(i: int) -> list[str]:
+        if i < 2:  # two posters
+            for m in posted[i::2]:
+                catalog.post("s", m, "user", {})
+            return []
+        got: list[str] = []
+        for n in range(40):  # four consumers, each drain a distinct claim
+            got += [m.msg_id for m in catalog.drain("s", f"c{i}-{n}")]
+        return got
+
+    taken = [m for got in race(6, work) for m in got]
+    taken += [m.msg_id for m in catalog.drain("s", "final")]
+    assert sorted(taken) == sorted(posted)
+
+
+# -- the worker registry ------------------------------------------------------------------
+
+
+def add_workers(cat: Catalog, prefix: str, n: int, **fields: Any) -> list[str]:
+    """Insert n worker rows directly (alive or dead as the fields say)."""
+    now = time.time()
+    ids = [f"{prefix}-{i}" for i in range(n)]
+    row = {
+        "hostname": socket.gethostname(),
+        "pid": os.getpid(),
+        "pid_start": "0",  # not our start time: a dead process whose pid was reused
+        "started_at": now,
+        "heartbeat_at": now,
+        "stopped": False,
+        **fields,
+    }
+    with cat.engine.begin() as conn:
+        conn.execute(schema.workers.insert(), [{"executor_id": i, **row} for i in ids])
+    return ids
+
+
+def test_worker_liveness(catalog: Catalog) -> None:
+    # A lease of ten minutes: the live rows never beat here, and must stay live however
+    # slowly the test runs; the dead ones beat at 0.
+    lease = 600.0
+    reg = WorkerRegistry(catalog.engine, lease_s=lease)
+    reg.register("me")
+    dead = add_workers(catalog, "dead", 1)
+    far_alive = add_workers(catalog, "far", 1, hostname="elsewhere.invalid")
+    far_stale = add_workers(catalog, "stale", 1, hostname="elsewhere.invalid", heartbeat_at=0.0)
+    assert sorted(w.executor_id for w in reg.alive()) == sorted(["me", *far_alive])
+    before = next(w for w in reg.rows() if w.executor_id == "me").heartbeat_at
+    time.sleep(0.01)
+    reg.heartbeat("me")
+    assert next(w for w in reg.rows() if w.executor_id == "me").heartbeat_at > before
+    assert sorted(reg.claim_dead("me")) == sorted(dead + far_stale)
+    assert reg.claim_dead("me") == []  # claimed rows are gone from the registry's view
+    reg.stop("me")
+    assert [w.executor_id for w in reg.alive()] == far_alive
+    # A stopped executor is claimable at once, but never by itself.
+    assert reg.claim_dead("me") == []
+    assert WorkerRegistry(catalog.engine, lease_s=lease).claim_dead("next") == ["me"]
+    # One that stops with no work left closes its row: there is nothing to claim.
+    reg.register("done")
+    reg.stop("done", left_work=False)
+    assert WorkerRegistry(catalog.engine, lease_s=lease).claim_dead("next") == []
+    assert "done" not in [w.executor_id for w in reg.rows()]
+
+
+def check_claims(cat: Catalog, claims: dict[str, list[str]], dead: list[str]) -> None:
+    """Every dead executor was won by exactly one claimer, as the table records."""
+    won = [x for ids in claims.values() for x in ids]
+    assert sorted(won) == sorted(dead), claims
+    with cat.engine.connect() as conn:
+        rows = {
+            r.executor_id: r.recovered_by
+            for r in conn.execute(
+                sa.select(schema.workers.c.executor_id, schema.workers.c.recovered_by)
+            )
+        }
+    for claimer, ids in claims.items():
+        assert all(rows[x] == claimer for x in ids)
+
+
+def test_claim_dead_is_atomic_between_threads(catalog: Catalog, store: Store) -> None:
+    dead = add_workers(catalog, "dead", 40)
+    alive = add_workers(catalog, "alive", 3, pid_start=None)
+    # Separate engines, as two worker processes have.
+    cats = [Catalog.open(store.url) for _ in range(2)]
+    try:
+        results = race(2, lambda i: WorkerRegistry(cats[i].engine).claim_dead(f"claimer-{i}"))
+    finally:
+        for c in cats:
+            c.engine.dispose()
+    check_claims(catalog, {f"claimer-{i}": r for i, r in enumerate(results)}, dead)
+    assert not set(alive) & {x for r in results for x in r}
+
+
+def test_claim_dead_is_atomic_between_processes(catalog: Catalog, store: Store) -> None:
+    dead = add_workers(catalog, "dead", 40)
+    names = ["claimer-a", "claimer-b"]
+    outputs = run_children("claim", store.url, names)
+    check_claims(catalog, dict(zip(names, outputs, strict=True)), dead)
+
+
+# -- opening the store --------------------------------------------------------------------
+
+
+def test_many_processes_open_a_fresh_store_at_once(store: Store) -> None:
+    outputs = run_children("open", store.url, ["w0", "w1", "w2", "w3"])
+    expected = {t.name for t in schema.metadata.sorted_tables}
+    for tables in outputs:
+        assert expected <= set(tables)
