@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from swarmdeck.catalog import access as catalog_access
 from swarmdeck.catalog.catalog import Catalog, WriteWouldWait
 from swarmdeck.catalog.db import create_db_engine
-from swarmdeck.catalog.records import InboxPost
+from swarmdeck.catalog.records import EndWrite, InboxPost, TurnWrite
 from swarmdeck.errors import NotFoundError
 from swarmdeck.models.types import Usage
 from tests.conftest import Store
@@ -114,6 +114,44 @@ def test_first_end_of_a_generation_wins_with_its_row_and_notice(catalog: Catalog
     catalog.post("p", "child:t:0", "child_update", {"text": "early"})
     assert catalog.end_session("t", "end:g0", done, notice("t", "t done"), status="completed")
     assert catalog.get_session("t").status == "completed"
+
+
+def test_a_last_turn_and_its_end_are_one_commit_unless_mail_waits(catalog: Catalog) -> None:
+    new_session(catalog, "p")
+    usage = {"turn": 0, "provider": "fake", "model": "m", "cost_usd": None, "input": 7}
+
+    def last_turn(sid: str, text: str) -> str:
+        turn = TurnWrite("turn:0", {"text": text, "tool_calls": []}, usage, time.time())
+        entry = {"status": "completed", "error": None, "reason": "model_done"}
+        notice = InboxPost("p", f"child:{sid}:0", "child_update", {"text": text})
+        end = EndWrite("end:g0", entry, notice, {"status": "completed", "final_text": text})
+        return catalog.end_with_turn(sid, turn, end, (["user"], "turn:1"))
+
+    new_session(catalog, "s", parent="p")
+    commits: list[int] = []
+    sa.event.listen(catalog.engine, "commit", lambda _conn: commits.append(1))
+    assert last_turn("s", "all done") == "ended"
+    assert len(commits) == 1
+    record = catalog.get_session("s")
+    assert (record.status, record.final_text) == ("completed", "all done")
+    assert [e.key for e in catalog.events("s")] == ["task", "turn:0", "end:g0"]
+    assert catalog.usage_totals(["s"]).input == 7
+    assert [i.payload["text"] for i in catalog.drain("p", "c1")] == ["all done"]
+    assert last_turn("s", "again") == "stored"  # a rerun writes nothing
+    # A person's message waits for the next turn: the turn is stored, the session goes on.
+    new_session(catalog, "m", parent="p")
+    catalog.post("m", "late", "user", {"text": "one more thing"})
+    assert last_turn("m", "done?") == "turn"
+    assert catalog.get_session("m").status == "pending"
+    assert [e.key for e in catalog.events("m")] == ["task", "turn:0"]
+    # A cancel ended it first: the turn is kept, the cancel's end stands.
+    new_session(catalog, "c", parent="p")
+    cancelled = {"status": "cancelled", "error": "stop", "reason": "cancelled"}
+    assert catalog.end_session("c", "end:g0", cancelled, None, status="cancelled")
+    assert last_turn("c", "finished") == "turn"
+    assert catalog.get_session("c").status == "cancelled"
+    assert [e.key for e in catalog.events("c")] == ["task", "end:g0", "turn:0"]
+    assert [i.payload["text"] for i in catalog.drain("p", "c2")] == []
 
 
 def test_open_run_marks_a_live_session_running_and_counts_its_turns(catalog: Catalog) -> None:

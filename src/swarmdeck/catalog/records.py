@@ -146,6 +146,27 @@ class InboxPost:
     payload: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class EndWrite:
+    """A session's end as the store writes it: its entry under `key`, its row's new
+    columns, and the notice for its parent's inbox (None: a root)."""
+
+    key: str
+    entry: dict[str, Any]
+    notice: InboxPost | None
+    fields: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TurnWrite:
+    """A model turn as the store writes it: its entry, its usage row, when it was taken."""
+
+    key: str
+    payload: dict[str, Any]
+    usage_row: dict[str, Any]
+    ts: float
+
+
 def estimated_note(estimated_turns: int, turns: int) -> str:
     """How far counts over `turns` turns are estimates, as a suffix for humans."""
     if not estimated_turns:

@@ -7,14 +7,21 @@ import time
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from swarmdeck.catalog import fence, schema, statements
 from swarmdeck.catalog.access import lock_session, no_session, refuse_secret_id
 from swarmdeck.catalog.blackboard import delete_scopes_of
 from swarmdeck.catalog.events import EventTables
 from swarmdeck.catalog.inbox import InboxTables
-from swarmdeck.catalog.records import TERMINAL_STATUSES, InboxPost, SessionRecord, system_session_id
+from swarmdeck.catalog.records import (
+    TERMINAL_STATUSES,
+    EndWrite,
+    InboxPost,
+    SessionRecord,
+    TurnWrite,
+    system_session_id,
+)
 from swarmdeck.catalog.workspaces import delete_refs_of
 from swarmdeck.errors import NotFoundError
 
@@ -233,6 +240,63 @@ class SessionTables(InboxTables, EventTables):
                 if attempt == END_ATTEMPTS - 1:
                     raise  # another constraint refused the end: the caller must know
         return False
+
+    def end_with_turn(
+        self,
+        session_id: str,
+        turn: TurnWrite,
+        end: EndWrite,
+        mail: tuple[list[str], str],
+        *,
+        wait: bool = True,
+    ) -> str:
+        """Store a one-shot session's last turn and, unless messages of `mail`'s kinds wait
+        for its next turn (claimed under `mail`'s claim), its end: one transaction where
+        the turn and the end took one each. Returns "ended"; "turn" when only the turn was
+        stored (mail waits, another end came first, or the store refused this one);
+        "stored" when the turn was there already (a rerun, or another process) and nothing
+        was written. `wait` as append_event's."""
+        kinds, claim = mail
+        mail_params = {"b_session": session_id, "b_claim": claim, **statements.kind_params(kinds)}
+        turn_params = {
+            "b_session": session_id,
+            "b_key": turn.key,
+            "b_kind": "assistant",
+            "b_payload": self._json(turn.payload),
+            "b_ts": turn.ts,
+        }
+        end_params = {**turn_params, "b_key": end.key, "b_kind": "status"}
+        end_params["b_payload"] = self._json(end.entry)
+        for _attempt in range(END_ATTEMPTS):
+            try:
+                with self._no_wait_errors(wait), self._writer(wait).begin() as conn:
+                    lock_session(conn, session_id)
+                    usage = {"session_id": session_id, "ts": turn.ts, **turn.usage_row}
+                    conn.execute(statements.INSERT_USAGE, usage)
+                    self._insert_event(conn, turn_params)
+                    if conn.execute(statements.pending_of_kinds(len(kinds)), mail_params).first():
+                        return "turn"
+                    self._insert_event(conn, end_params)
+                    conn.execute(self._update(session_id, end.fields))
+                    if end.notice is not None:
+                        self._post(conn, end.notice)
+                return "ended"
+            except IntegrityError:
+                if self.has_event(session_id, turn.key):
+                    return "stored"
+                if self.has_event(session_id, end.key):
+                    return self._turn_alone(session_id, turn, wait)
+            except DBAPIError:
+                break
+        # The store refused the end (a constraint on its final text, say): the turn must
+        # not be lost with it, or a resume would ask the model again. The loop's own end
+        # then fails as it would have, and says why.
+        return self._turn_alone(session_id, turn, wait)
+
+    def _turn_alone(self, session_id: str, turn: TurnWrite, wait: bool) -> str:
+        """end_with_turn's turn without the end: "turn", or "stored" if it was there."""
+        args = (session_id, turn.key, "assistant", turn.payload, turn.usage_row)
+        return "turn" if self.append_event(*args, wait=wait, ts=turn.ts) else "stored"
 
     def set_status(self, session_id: str, status: str, *, error: str | None = None) -> None:
         """Move a live session to a new status. An ended session keeps its end: a step of a

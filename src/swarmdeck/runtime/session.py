@@ -20,7 +20,13 @@ from swarmdeck.runtime.durable import ROLLED_OVER, SUPERSEDED, Durable
 from swarmdeck.runtime.events import append_event, drop_old_generations, last_model_text
 from swarmdeck.runtime.execution import begin_execution
 from swarmdeck.runtime.services import services
-from swarmdeck.runtime.status import Ending, describe_error, end_session, set_status
+from swarmdeck.runtime.status import (
+    Ending,
+    describe_error,
+    end_session,
+    ring_parent,
+    set_status,
+)
 from swarmdeck.runtime.tool_calls import (
     SUBMIT_RESULT,
     record_result,
@@ -29,7 +35,13 @@ from swarmdeck.runtime.tool_calls import (
     tool_call,
 )
 from swarmdeck.runtime.traced import session_span, tool_span
-from swarmdeck.runtime.turn import compact_between_turns, llm_turn, mail_waiting
+from swarmdeck.runtime.turn import (
+    LAST_TURN_MAIL,
+    LastTurn,
+    compact_between_turns,
+    llm_turn,
+    mail_waiting,
+)
 from swarmdeck.runtime.workspaces import materialise, release, store_workspace
 
 DEFAULT_MAX_TURNS = 50
@@ -196,7 +208,12 @@ class SessionLoop:
                 return ended
             # Turns and tool calls journal themselves in the catalog (see llm_turn).
             reply = await llm_turn(
-                self.sid, self.turn, self.generation, TURN_INBOX_KINDS, self.status_with_turn
+                self.sid,
+                self.turn,
+                self.generation,
+                TURN_INBOX_KINDS,
+                self.status_with_turn,
+                self.last_turn(),
             )
             self.iterations += 1
             if "ended" in reply:
@@ -216,13 +233,24 @@ class SessionLoop:
                 # Messages that came in meanwhile join the conversation at the next turn
                 # (llm_turn takes them in), so a sub-agent hears its parent before it.
                 continue
+            if "end" in reply:  # stored with the turn (llm_turn's `last`)
+                await ring_parent(reply["end"]["parent"])
+                return {"status": "completed", "reason": "model_done"}
             if not self.waits_between_turns:
-                if await mail_waiting(self.sid, self.turn, self.generation, ["user"]):
+                if await mail_waiting(self.sid, self.turn, self.generation, LAST_TURN_MAIL):
                     continue  # a message arrived while the model finished: the turn takes it
                 return await self.end("completed", None, "model_done")
             rolled = await self.rest(idle_stored=self.d.format >= STATUS_WITH_ENTRIES)
             if rolled:
                 return rolled
+
+    def last_turn(self) -> LastTurn | None:
+        """A one-shot session's end, to be stored with a turn that calls no tool: one
+        commit for both."""
+        if self.waits_between_turns:
+            return None
+        ending = Ending("completed", self.last_text, None, "model_done", self.generation)
+        return LastTurn(self.has_parent, ending)
 
     def turn_cap_reached(self) -> bool:
         """max_turns: over a one-shot session's life, per wake-up for one that waits

@@ -6,6 +6,7 @@ import asyncio
 from dataclasses import dataclass, replace
 from typing import Any
 
+from swarmdeck.catalog.records import EndWrite
 from swarmdeck.errors import SwarmdeckError
 from swarmdeck.runtime.crashpoints import crash_point
 from swarmdeck.runtime.services import services
@@ -33,14 +34,19 @@ async def end_session(session_id: str, has_parent: bool, ending: Ending) -> None
     it wakes finds the session ended. Both parts are idempotent: a rerun after a crash in
     between repeats nothing.
     """
-    parent = await asyncio.to_thread(_record_end, session_id, has_parent, ending)
-    if parent is not None:
-        crash_point("message.posted")  # the notice is stored, the doorbell not rung yet
-        await ring(parent)
+    await ring_parent(await asyncio.to_thread(_record_end, session_id, has_parent, ending))
 
 
 def _record_end(session_id: str, has_parent: bool, ending: Ending) -> str | None:
     """Store the end and the parent's notice; returns the parent to ring."""
+    end = end_write(session_id, has_parent, ending)
+    services().catalog.end_session(session_id, end.key, end.entry, end.notice, **end.fields)
+    return after_end(session_id, end)
+
+
+def end_write(session_id: str, has_parent: bool, ending: Ending) -> EndWrite:
+    """What the store writes for a session's end: its entry, its row's new columns and its
+    parent's notice."""
     svc = services()
     fields: dict[str, Any] = {"status": ending.status, "final_text": ending.final_text}
     if ending.error:
@@ -51,13 +57,24 @@ def _record_end(session_id: str, has_parent: bool, ending: Ending) -> str | None
         # Its identity (as cached while it ran: no read) in the generation that ends.
         child = replace(svc.session_identity(session_id), generation=ending.generation)
         notice = parent_notice(child, ending.status, ending.final_text)
-    svc.catalog.end_session(session_id, f"end:g{ending.generation}", entry, notice, **fields)
-    record = svc.forget(session_id)
+    return EndWrite(f"end:g{ending.generation}", entry, notice, fields)
+
+
+def after_end(session_id: str, end: EndWrite) -> str | None:
+    """What follows a stored end in this process; returns the parent to ring."""
+    record = services().forget(session_id)
     if record is not None and record.parent_id is None:
         # Its sandboxed commands ran in a kept executor, idle now until IDLE_S; its
         # children share its run dir, so only a root's end stops it.
         executors.stop_run_dir(record.run_dir)
-    return notice.session_id if notice is not None else None
+    return end.notice.session_id if end.notice is not None else None
+
+
+async def ring_parent(parent: str | None) -> None:
+    """Ring the parent told of an end (stored with it): it wakes to find the notice."""
+    if parent is not None:
+        crash_point("message.posted")  # the notice is stored, the doorbell not rung yet
+        await ring(parent)
 
 
 def set_status(session_id: str, status: str) -> None:

@@ -7,9 +7,10 @@ import contextlib
 import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, replace
 from typing import Any
 
-from swarmdeck.catalog.records import EventRecord, SessionRecord
+from swarmdeck.catalog.records import EventRecord, SessionRecord, TurnWrite
 from swarmdeck.errors import ProviderError
 from swarmdeck.models.errors import CONTEXT_OVERFLOW
 from swarmdeck.models.types import Message
@@ -30,6 +31,7 @@ from swarmdeck.runtime.prefix_warmup import first_on_prefix, prefix_key
 from swarmdeck.runtime.project_docs import PROJECT_DOCS_OPTION
 from swarmdeck.runtime.prompts import skill_index, system_prompt
 from swarmdeck.runtime.services import services
+from swarmdeck.runtime.status import Ending, after_end, end_write
 from swarmdeck.runtime.traced import turn_span
 from swarmdeck.runtime.tree import drain_inbox
 from swarmdeck.runtime.turn_watch import TurnWatch
@@ -119,6 +121,37 @@ def _prompt(session_id: str, turn: int, extra: list[Tool]) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class LastTurn:
+    """How a one-shot session ends should its turn call no tool: stored with the turn."""
+
+    has_parent: bool
+    ending: Ending  # its final text, should the turn have none
+
+
+def _store_last_turn(
+    session_id: str, turn: int, write: TurnWrite, text: str, last: LastTurn, wait: bool
+) -> dict[str, Any]:
+    """Store a turn that calls no tool with the session's end (one commit), unless a
+    person's message waits for the next turn, as the loop's own look would find it
+    (mail_waiting); returns the turn's reply, with `end` when the session ended."""
+    svc = services()
+    reply = svc.redactor.redact_obj({"text": text, "tool_calls": []})
+    ending = replace(last.ending, final_text=reply["text"] or last.ending.final_text)
+    end = end_write(session_id, last.has_parent, ending)
+    mail = (LAST_TURN_MAIL, f"turn:{turn + 1}")
+    stored = svc.catalog.end_with_turn(session_id, write, end, mail, wait=wait)
+    if stored == "stored":
+        return _turn_reply(stored_event(session_id, write.key))
+    if stored == "ended":
+        return {**reply, "at": write.ts, "end": {"parent": after_end(session_id, end)}}
+    return {**reply, "at": write.ts}
+
+
+# The messages that keep a one-shot session going after a turn that calls no tool.
+LAST_TURN_MAIL = ["user"]
+
+
 def _turn_reply(event: EventRecord) -> dict[str, Any]:
     """What the loop needs of a stored turn (or of the provider error that ended it), and
     when it was journaled (`at`: a time a replay reads back the same)."""
@@ -139,11 +172,13 @@ def _store_turn(
     origin: str,
     fitted: dict[str, Any],
     then: StatusAfter | None = None,
+    last: LastTurn | None = None,
     wait: bool = True,
 ) -> dict[str, Any]:
     """Store the model's message and usage in one transaction; returns what the loop needs.
 
-    The session's status `then(calls)` (if any) is written in the same transaction.
+    The session's status `then(calls)` (if any) is written in the same transaction, and so
+    is the session's end, given `last` and no tool calls (see llm_turn).
 
     The turn's usage row also counts the summaries made to fit its prompt (fitted's
     `spent`); the message keeps the model's own counts and what the prompt measured.
@@ -180,6 +215,9 @@ def _store_turn(
         payload["blocks"] = list(completion.blocks)
     status = then(calls) if then is not None else None
     at = time.time()
+    if last is not None and not calls:
+        write = TurnWrite(key, payload, usage_row, at)
+        return _store_last_turn(session_id, turn, write, completion.text, last, wait)
     if not svc.catalog.append_event(
         session_id, key, "assistant", payload, usage_row, wait=wait, ts=at, status=status
     ):
@@ -194,10 +232,13 @@ async def llm_turn(
     generation: int,
     inbox: list[str],
     then: StatusAfter | None = None,
+    last: LastTurn | None = None,
 ) -> dict[str, Any]:
     """Ask the model for turn `turn`; store its message and usage; return its tool calls
     and when the turn was journaled (`at`). `then` names the status the session moves to
-    with the turn's entry, from its tool calls (None: it keeps its status).
+    with the turn's entry, from its tool calls (None: it keeps its status). Given `last`,
+    a turn with no tool calls ends the session with it, unless mail waits (the reply's
+    `end` then holds the parent to ring).
 
     The step journals itself: the catalog's `turn:N` entry is its record, so a rerun after
     a crash returns the stored turn and never asks the model twice for it. (Wrapping it in
@@ -238,7 +279,7 @@ async def llm_turn(
         return {"error": message, "retryable": exc.retryable}
     crash_point("llm.after")
     return await catalog_write(
-        _store_turn, session_id, turn, record, completion, prep["origin"], fitted, then
+        _store_turn, session_id, turn, record, completion, prep["origin"], fitted, then, last
     )
 
 
