@@ -267,10 +267,11 @@ class SessionTables(InboxTables, EventTables):
         }
         end_params = {**turn_params, "b_key": end.key, "b_kind": "status"}
         end_params["b_payload"] = self._json(end.entry)
-        for _attempt in range(END_ATTEMPTS):
+        for attempt in range(END_ATTEMPTS):
             try:
                 with self._no_wait_errors(wait), self._writer(wait).begin() as conn:
-                    lock_session(conn, session_id)
+                    if attempt:  # lost a race for the next seq: as append_event's retries
+                        lock_session(conn, session_id)
                     usage = {"session_id": session_id, "ts": turn.ts, **turn.usage_row}
                     conn.execute(statements.INSERT_USAGE, usage)
                     self._insert_event(conn, turn_params)
