@@ -107,7 +107,7 @@ def report(
     cpu: tuple[float, float],
     wall: float,
     counter: Counter,
-    ops: collections.Counter[str],
+    ops: collections.Counter[str] | None = None,
 ) -> tuple[float, float, float]:
     """Print the figures of one run; returns its (CPU ms, statements, commits) per session
     (CPU of this process)."""
@@ -115,10 +115,11 @@ def report(
     print(
         f"{name}: {n} sessions, wall {wall:.2f} s, CPU {cpu[0] * 1000 / n:.2f} ms/session "
         f"(+ {cpu[1] * 1000 / n:.2f} ms in the fake LLM server), "
-        f"{stmts / n:.1f} statements, {counter.commits / n:.1f} commits, "
-        f"{sum(ops.values()):.1f} DBOS operations per session"
+        f"{stmts / n:.1f} statements, {counter.commits / n:.1f} commits"
+        + (f", {sum(ops.values()):.1f} DBOS operations per session" if ops else "")
     )
-    print("  DBOS operations: " + ", ".join(f"{k} {v:.2f}" for k, v in ops.most_common()))
+    if ops:
+        print("  DBOS operations: " + ", ".join(f"{k} {v:.2f}" for k, v in ops.most_common()))
     for shape, count in counter.statements.most_common(25):
         print(f"    {count / n:6.2f}  {shape}")
     for caller, count in counter.callers.most_common(40):

@@ -45,6 +45,7 @@ CLOSING_LINES = {
     "tui": rf"CPU share of one core +{NUMBER} % +\(goal: under 2 %\)",
     "tools": r"runtime tokens per turn: demo \d+, \d+ MCP servers \d+ \(eager \d+\)",
     "tui_cancel": rf"`swarmdeck sessions cancel` process +{NUMBER}",
+    "wake_cost": rf"per message: {NUMBER} ms CPU, {NUMBER} statements, {NUMBER} commits",
     "workspace": rf"workspace: snapshot {NUMBER} ms, takeover {NUMBER} s",
 }
 # What a clean run must not print: Python's warnings, asyncio's and aiohttp's complaints

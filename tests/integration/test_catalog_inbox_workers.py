@@ -42,6 +42,32 @@ def test_inbox_post_is_idempotent_and_drain_repeatable(catalog: Catalog) -> None
     assert catalog.drain("s", "step-3") == [] and catalog.pending_count("s") == 0
 
 
+def test_a_drain_records_what_it_takes_in_its_own_commit_once(catalog: Catalog) -> None:
+    new_session(catalog, "s")
+    catalog.post("s", "m1", "user", {"text": "one"})
+    catalog.post("s", "m2", "answer", {"text": "two"})
+    commits: list[int] = []
+    sa.event.listen(catalog.engine, "commit", lambda _conn: commits.append(1))
+
+    def as_transcript(kind: str) -> str:
+        return "user" if kind == "answer" else kind
+
+    taken = catalog.drain("s", "d1", None, "running", as_transcript)
+    assert [m.msg_id for m in taken] == ["m1", "m2"] and len(commits) == 1
+    entries = [(e.key, e.kind, e.payload) for e in catalog.events("s")][1:]
+    assert entries == [("inbox:m1", "user", {"text": "one"}), ("inbox:m2", "user", {"text": "two"})]
+    assert catalog.get_session("s").status == "running"
+    # A rerun of the step takes the same messages, and records nothing twice.
+    assert [m.msg_id for m in catalog.drain("s", "d1", None, None, as_transcript)] == ["m1", "m2"]
+    assert [e.key for e in catalog.events("s")][1:] == ["inbox:m1", "inbox:m2"]
+    # Taken by a release that recorded in a transaction of its own, and stopped before it
+    # recorded: the rerun records it.
+    catalog.post("s", "m3", "user", {"text": "three"})
+    assert [m.msg_id for m in catalog.drain("s", "d2")] == ["m3"]
+    assert [m.msg_id for m in catalog.drain("s", "d2", None, None, as_transcript)] == ["m3"]
+    assert [e.key for e in catalog.events("s")][1:] == ["inbox:m1", "inbox:m2", "inbox:m3"]
+
+
 def test_the_inbox_is_read_by_any_number_of_kinds(catalog: Catalog) -> None:
     # One bound value per kind (statements.kind_params): lists of every length read right,
     # as the same statement reused for another list of that length.

@@ -4,21 +4,24 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import IntegrityError
 
 from swarmdeck.catalog import schema, statements
-from swarmdeck.catalog.access import StoreAccess, refuse_secret_id
+from swarmdeck.catalog.access import StoreAccess, lock_session, refuse_secret_id
 from swarmdeck.catalog.direct import MAIL_CHANNEL
 from swarmdeck.catalog.records import COMPACT_REQUEST_KIND, InboxItem, InboxPost
 
 # Messages from someone (a person, a sub-agent's answer, a person's request to compact): a
 # worker rings their session.
 RINGING_KINDS = ("user", "answer", COMPACT_REQUEST_KIND)
+# Tries of a drain that lost the race for its entries' next seq (see append_event).
+DRAIN_ATTEMPTS = 50
 
 
 def mail_note(message_id: int, session_id: str) -> str:
@@ -74,12 +77,16 @@ class InboxTables(StoreAccess):
         claim: str,
         kinds: Iterable[str] | None = None,
         status: str | None = None,
+        record: Callable[[str], str] | None = None,
     ) -> list[InboxItem]:
         """Take the pending messages (of these kinds) for one consumer step, in order.
 
         A step rerun after a crash passes the same claim and gets the same items back.
         With `status`, a live session that took messages moves to it in the same
         transaction, so no observer sees the messages gone while the session still rests.
+        With `record` (an inbox kind to its transcript kind), each message taken joins the
+        transcript in that transaction too, under `inbox:<msg_id>`, once: one commit for
+        the take and the entries, where there was one each.
         """
         kinds = None if kinds is None else list(kinds)
         check, params = statements.PENDING_ANY, {"b_session": session_id, "b_claim": claim}
@@ -90,22 +97,66 @@ class InboxTables(StoreAccess):
             # Most drains find nothing: a read, then, and no write lock taken.
             if conn.execute(check, params).first() is None:
                 return []
+        attempt = 0
+        while True:
+            try:
+                with self.engine.begin() as conn:
+                    if attempt:  # lost a race for the transcript's next seq
+                        lock_session(conn, session_id)
+                    rows = self._take(conn, session_id, claim, kinds, record)
+                    if rows and status is not None:
+                        moved = self._status_params(session_id, status, None)
+                        conn.execute(statements.SET_LIVE_STATUS, moved)
+                return [InboxItem(r.id, r.msg_id, r.kind, json.loads(r.payload)) for r in rows]
+            except IntegrityError:
+                attempt += 1
+                if attempt == DRAIN_ATTEMPTS:
+                    raise
+
+    def _take(
+        self,
+        conn: sa.Connection,
+        session_id: str,
+        claim: str,
+        kinds: list[str] | None,
+        record: Callable[[str], str] | None,
+    ) -> list[sa.Row[Any]]:
+        """Claim the pending messages and read every one under the claim (a rerun's too);
+        with `record`, put those not yet in the transcript there."""
         inbox = schema.inbox
         pending = sa.and_(inbox.c.session_id == session_id, inbox.c.consumed_by.is_(None))
         if kinds is not None:
             pending = sa.and_(pending, inbox.c.kind.in_(kinds))
-        with self.engine.begin() as conn:
-            conn.execute(inbox.update().where(pending).values(consumed_by=claim))
-            rows = conn.execute(
-                sa.select(inbox)
-                .where(inbox.c.session_id == session_id, inbox.c.consumed_by == claim)
-                .order_by(inbox.c.id)
-            ).all()
-            if rows and status is not None:
-                conn.execute(
-                    statements.SET_LIVE_STATUS, self._status_params(session_id, status, None)
-                )
-        return [InboxItem(r.id, r.msg_id, r.kind, json.loads(r.payload)) for r in rows]
+        claimed = conn.execute(
+            inbox.update().where(pending).values(consumed_by=claim).returning(inbox.c.id)
+        )
+        new = {row.id for row in claimed}
+        rows = conn.execute(
+            sa.select(inbox)
+            .where(inbox.c.session_id == session_id, inbox.c.consumed_by == claim)
+            .order_by(inbox.c.id)
+        ).all()
+        if record is None or not rows:
+            return rows
+        # Taken by an earlier run under this claim: recorded with it, unless a release
+        # that recorded in a transaction of its own stopped in between.
+        earlier = [f"inbox:{r.msg_id}" for r in rows if r.id not in new]
+        stored = self._stored_keys(conn, session_id, earlier) if earlier else set()
+        for row in rows:
+            key = f"inbox:{row.msg_id}"
+            if key not in stored:
+                entry = {"b_session": session_id, "b_key": key, "b_kind": record(row.kind)}
+                # Written as append_event writes it: redacted again (a key stored since).
+                entry.update(b_payload=self._json(json.loads(row.payload)), b_ts=time.time())
+                self._insert_event(conn, entry)
+        return rows
+
+    def _stored_keys(self, conn: sa.Connection, session_id: str, keys: list[str]) -> set[str]:
+        events = schema.events
+        found = sa.select(events.c.key).where(
+            events.c.session_id == session_id, events.c.key.in_(keys)
+        )
+        return set(conn.execute(found).scalars())
 
     def last_inbox_id(self) -> int:
         """The id of the newest message in any inbox (0 when none)."""

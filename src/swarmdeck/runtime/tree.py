@@ -311,11 +311,14 @@ def drain_inbox(
     With `wake`, a resting session that takes messages is marked running at once.
     """
     catalog = services().catalog
-    items = catalog.drain(session_id, claim, kinds, "running" if wake else None)
-    for item in items if record else []:
-        kind = "user" if item.kind == "answer" else item.kind
-        catalog.append_event(session_id, f"inbox:{item.msg_id}", kind, item.payload)
+    status = "running" if wake else None
+    items = catalog.drain(session_id, claim, kinds, status, _transcript_kind if record else None)
     return [{"msg_id": i.msg_id, "kind": i.kind, "payload": i.payload} for i in items]
+
+
+def _transcript_kind(inbox_kind: str) -> str:
+    """The transcript kind of a message taken in: a sub-agent's answer is the user's turn."""
+    return "user" if inbox_kind == "answer" else inbox_kind
 
 
 def mail_pending(session_id: str, kinds: list[str]) -> bool:
