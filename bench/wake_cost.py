@@ -86,6 +86,9 @@ async def ours(host, answers: Answers, counter, workdir: Path, n: int):  # type:
     ids = [host.create_session(request).id for _ in range(n)]
     await asyncio.gather(*(host.start(i) for i in ids))
     await answers.until(IDLE, ids, n, "every session to rest")
+    # `idle` is stored with the turn that rests, before its wait begins: let every session
+    # reach its wait, so that a wait begun before the message is not counted as the wake's.
+    await asyncio.sleep(1.0)
     counter.on = True
     cpu0, t0 = time.process_time(), time.perf_counter()
     for sid in ids:
