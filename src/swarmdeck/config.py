@@ -151,10 +151,15 @@ def ensure_home(home: Path) -> Path:
     return home
 
 
+def store_url_of(home: Path) -> str:
+    """The store's URL: SWARMDECK_STORE, else the SQLite file in the home."""
+    return os.environ.get(STORE_ENV) or f"sqlite:///{home / 'swarmdeck.sqlite'}"
+
+
 def load_settings() -> Settings:
     """Settings from the environment and settings.yaml; the home is created on first use."""
     home = ensure_home(home_dir())
-    store = os.environ.get(STORE_ENV) or f"sqlite:///{home / 'swarmdeck.sqlite'}"
+    store = store_url_of(home)
     fleet: dict[str, object] = {}
     if os.environ.get(HOSTNAME_ENV):
         fleet["hostname"] = os.environ[HOSTNAME_ENV]

@@ -61,14 +61,17 @@ def _locked_write(path: Path) -> Exception:
 def test_a_store_kept_locked_is_told_with_its_fix(tmp_path: Path) -> None:
     from swarmdeck.catalog.db import locked_store_error
 
-    exc = _locked_write(tmp_path / "store.sqlite")
+    store = tmp_path / "store.sqlite"
+    exc = _locked_write(store)
     wrapped = RuntimeError("a step failed")
     wrapped.__cause__ = exc  # as DBOS or our own layers re-raise it
     for seen in (exc, wrapped):
-        err = locked_store_error(seen)
-        assert err is not None and "another process holds its write lock" in err.message
-        assert "swarmdeck status" in err.hint
-    assert locked_store_error(sqlite3.OperationalError("no such table: t")) is None
+        err = locked_store_error(seen, f"sqlite:///{store}")
+        assert err is not None and f"the store {store} stayed locked" in err.message
+        assert "another process holds its write lock" in err.message
+        assert f"`fuser -v {store}`" in err.hint
+    other = sqlite3.OperationalError("no such table: t")
+    assert locked_store_error(other, f"sqlite:///{store}") is None
 
 
 def test_dispatch_answers_a_locked_store_with_the_contract_error_line(
@@ -90,4 +93,5 @@ def test_dispatch_answers_a_locked_store_with_the_contract_error_line(
     assert ended.value.code == 2
     out, err = capfd.readouterr()
     assert json.loads(out)["type"] == "swarmdeck.error"
-    assert err.startswith("swarmdeck: error: the store stayed locked") and "internal" not in err
+    assert err.startswith("swarmdeck: error: the store ") and "stayed locked" in err
+    assert "internal" not in err

@@ -175,18 +175,19 @@ def store_error(store_url: str, exc: BaseException) -> StoreError:
     return StoreError(f"cannot open the store {path}: {detail[:200]}", _STORE_HINT)
 
 
-def locked_store_error(exc: BaseException) -> StoreError | None:
+def locked_store_error(exc: BaseException, store_url: str) -> StoreError | None:
     """A one-line StoreError when SQLite's busy wait ran out ("database is locked"):
     another process kept the store's write lock, as a stopped or hung worker does; None
     for any other error."""
+    path = sqlite_path(store_url) or store_url
     seen: BaseException | None = exc
     while seen is not None:
         if "database is locked" in str(seen):
             return StoreError(
-                f"the store stayed locked for {LOCK_WAIT_SECONDS} s: another process "
-                "holds its write lock (a stopped or hung swarmdeck worker?)",
-                "`swarmdeck status` lists the workers; resume (kill -CONT) or stop the one "
-                "that hangs, then run this again",
+                f"the store {path} stayed locked for {LOCK_WAIT_SECONDS} s: another "
+                "process holds its write lock (a stopped or hung swarmdeck worker?)",
+                f"`fuser -v {path}` lists the processes that have it open; resume "
+                "(kill -CONT) or stop the one that hangs, then run this again",
             )
         seen = seen.__cause__ or seen.__context__
     return None

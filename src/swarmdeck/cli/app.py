@@ -116,5 +116,6 @@ def known_error(exc: Exception) -> SwarmdeckError | None:
     """An error from below that a user can act on, said as one (a store another process
     keeps locked); None for a defect."""
     from swarmdeck.catalog.db import locked_store_error
+    from swarmdeck.config import home_dir, store_url_of
 
-    return locked_store_error(exc)
+    return locked_store_error(exc, store_url_of(home_dir()))
