@@ -164,8 +164,8 @@ def main() -> None:
 
 
 def _timed(run):  # type: ignore[no-untyped-def]
-    """Run one measured part; returns its ((CPU s, fake server CPU s), wall s, no op counts)
-    as session_cost's report takes them."""
+    """Run one measured part; returns its (CPU s, fake server CPU s) and wall s, as
+    session_cost's report takes them."""
     from session_cost import children_cpu
 
     server0 = children_cpu()
