@@ -4,11 +4,32 @@ wait for its answer to begin (runtime/prefix_warmup.py)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 
 import pytest
 
 from swarmdeck.runtime import prefix_warmup
 from swarmdeck.runtime.prefix_warmup import first_on_prefix
+
+
+@contextlib.asynccontextmanager
+async def a_stalled_first() -> AsyncIterator[None]:
+    """The family's first request, its answer not begun until the block ends."""
+    holding, release = asyncio.Event(), asyncio.Event()
+
+    async def stuck() -> None:
+        async with first_on_prefix("family"):
+            holding.set()
+            await release.wait()
+
+    task = asyncio.create_task(stuck())
+    await holding.wait()
+    try:
+        yield
+    finally:
+        release.set()
+        await task
 
 
 @pytest.fixture(autouse=True)
@@ -73,45 +94,21 @@ async def test_a_first_request_that_fails_lets_its_siblings_go() -> None:
 
 async def test_a_sibling_waits_no_longer_than_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(prefix_warmup, "WAIT_S", 0.1)
-    holding = asyncio.Event()
-    release = asyncio.Event()
-
-    async def stuck() -> None:
-        async with first_on_prefix("family"):
-            holding.set()
-            await release.wait()
-
-    task = asyncio.create_task(stuck())
-    await holding.wait()
-    async with asyncio.timeout(2):
-        async with first_on_prefix("family"):
-            pass  # went after 0.1 s, the first still unanswered
-    release.set()
-    await task
+    async with a_stalled_first(), asyncio.timeout(2), first_on_prefix("family"):
+        pass  # went after 0.1 s, the first still unanswered
 
 
 async def test_the_bound_counts_from_the_first_request(monkeypatch: pytest.MonkeyPatch) -> None:
     """A first request that stalls holds the others back once: a sibling that comes later
     (a member retried after its timeout) waits only what is left of the bound."""
     monkeypatch.setattr(prefix_warmup, "WAIT_S", 0.5)
-    holding = asyncio.Event()
-    release = asyncio.Event()
-
-    async def stuck() -> None:
+    async with a_stalled_first():
+        with pytest.raises(TimeoutError):  # the first attempt gives up while it waits
+            async with asyncio.timeout(0.3):
+                async with first_on_prefix("family"):
+                    pass
+        loop = asyncio.get_running_loop()
+        retried = loop.time()
         async with first_on_prefix("family"):
-            holding.set()
-            await release.wait()
-
-    task = asyncio.create_task(stuck())
-    await holding.wait()
-    with pytest.raises(TimeoutError):  # the first attempt gives up while it waits
-        async with asyncio.timeout(0.3):
-            async with first_on_prefix("family"):
-                pass
-    loop = asyncio.get_running_loop()
-    retried = loop.time()
-    async with first_on_prefix("family"):
-        waited = loop.time() - retried
-    assert waited < 0.4, waited  # what was left of the 0.5 s, not 0.5 s again
-    release.set()
-    await task
+            waited = loop.time() - retried
+        assert waited < 0.4, waited  # what was left of the 0.5 s, not 0.5 s again
