@@ -130,13 +130,18 @@ class LastTurn:
 
 
 def _store_last_turn(
-    session_id: str, turn: int, write: TurnWrite, text: str, last: LastTurn, wait: bool
+    session_id: str,
+    turn: int,
+    write: TurnWrite,
+    reply: dict[str, Any],
+    last: LastTurn,
+    wait: bool,
 ) -> dict[str, Any]:
     """Store a turn that calls no tool with the session's end (one commit), unless a
     person's message waits for the next turn, as the loop's own look would find it
-    (mail_waiting); returns the turn's reply, with `end` when the session ended."""
+    (mail_waiting); returns the turn's reply (redacted), with `end` when the session
+    ended."""
     svc = services()
-    reply = svc.redactor.redact_obj({"text": text, "tool_calls": []})
     ending = replace(last.ending, final_text=reply["text"] or last.ending.final_text)
     end = end_write(session_id, last.has_parent, ending)
     mail = (LAST_TURN_MAIL, f"turn:{turn + 1}")
@@ -215,14 +220,14 @@ def _store_turn(
         payload["blocks"] = list(completion.blocks)
     status = then(calls) if then is not None else None
     at = time.time()
+    reply = svc.redactor.redact_obj({"text": completion.text, "tool_calls": calls})
     if last is not None and not calls:
         write = TurnWrite(key, payload, usage_row, at)
-        return _store_last_turn(session_id, turn, write, completion.text, last, wait)
+        return _store_last_turn(session_id, turn, write, reply, last, wait)
     if not svc.catalog.append_event(
         session_id, key, "assistant", payload, usage_row, wait=wait, ts=at, status=status
     ):
         return _turn_reply(stored_event(session_id, key))
-    reply = svc.redactor.redact_obj({"text": completion.text, "tool_calls": calls})
     return {**reply, "at": at}
 
 
