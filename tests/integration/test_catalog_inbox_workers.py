@@ -68,6 +68,36 @@ def test_a_drain_records_what_it_takes_in_its_own_commit_once(catalog: Catalog) 
     assert [e.key for e in catalog.events("s")][1:] == ["inbox:m1", "inbox:m2", "inbox:m3"]
 
 
+def test_a_drain_a_ring_announced_claims_without_looking_first(catalog: Catalog) -> None:
+    # After a ring the drain claims at once: one statement fewer than a drain that looks
+    # first, the same messages, and nothing changed when the ring was stale.
+    new_session(catalog, "s")
+    statements: list[str] = []
+    sa.event.listen(
+        catalog.engine, "before_cursor_execute", lambda *a: statements.append(a[2].split()[0])
+    )
+    catalog.post("s", "m1", "user", {"text": "one"})
+    statements.clear()
+    looked = catalog.drain("s", "d1", None, "running")
+    looking = len(statements)
+    catalog.post("s", "m2", "user", {"text": "two"})
+    catalog.set_status("s", "idle")
+    statements.clear()
+    rung = catalog.drain("s", "d2", None, "running", look_first=False)
+    assert [m.msg_id for m in looked] == ["m1"] and [m.msg_id for m in rung] == ["m2"]
+    assert len(statements) == looking - 1
+    assert catalog.get_session("s").status == "running"
+    catalog.set_status("s", "idle")
+    assert catalog.drain("s", "d3", None, "running", look_first=False) == []
+    assert catalog.get_session("s").status == "idle"
+    # A rerun that finds its first run's claim and new mail takes both, in order, and
+    # records only what it has not recorded.
+    catalog.post("s", "m3", "user", {"text": "three"})
+    taken = catalog.drain("s", "d2", None, None, lambda kind: kind, look_first=False)
+    assert [m.msg_id for m in taken] == ["m2", "m3"]
+    assert [e.key for e in catalog.events("s")][1:] == ["inbox:m2", "inbox:m3"]
+
+
 def test_the_inbox_is_read_by_any_number_of_kinds(catalog: Catalog) -> None:
     # One bound value per kind (statements.kind_params): lists of every length read right,
     # as the same statement reused for another list of that length.

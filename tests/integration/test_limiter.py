@@ -14,7 +14,7 @@ from sqlalchemy import event, select, update
 from sqlalchemy.exc import OperationalError
 
 from swarmdeck.models.limiter import PARK_S, ProviderLimiter
-from swarmdeck.models.limiter_store import limiter_slots
+from swarmdeck.models.limiter_store import Pace, SlotStore, limiter_slots
 from tests.conftest import Store
 from tests.integration.limiter_support import Interval, hold, make_engine, max_overlap, provider
 from tests.machine_load import stretched_by_load
@@ -177,6 +177,35 @@ async def test_a_process_reuses_its_slot_then_gives_it_back(
     assert [h for h in slot_holders(store.url) if h] == [first]
     # Unused for a moment (PARK_S), it goes back to the store, long before its lease ends.
     await until_freed(store.url, 2)
+
+
+def test_a_kept_slot_is_checked_by_one_read_outside_a_transaction(store: Store) -> None:
+    # Without an rpm there is no token to take: whether a kept slot may be used again is one
+    # read, with no BEGIN or COMMIT around it (two more round trips on PostgreSQL).
+    engine = make_engine(store.url)
+    slots = SlotStore(engine)
+    config = provider(concurrency=2)
+    assert slots.try_acquire(config, "h1").lease is not None
+    seen: list[tuple[str, str | None]] = []
+
+    def executed(conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        level = conn.get_execution_options().get("isolation_level")
+        seen.append((statement.split()[0], level))
+
+    event.listen(engine, "before_cursor_execute", executed)
+    event.listen(engine, "commit", lambda _conn: seen.append(("COMMIT", None)))
+    assert slots.may_reuse(config, Pace.of(config))
+    # SQLite's driver opens no transaction for a read.
+    assert seen == [("SELECT", "AUTOCOMMIT" if store.name == "postgres" else None)]
+    slots.cool_down("p", 5)
+    assert not slots.may_reuse(config, Pace.of(config))
+    # With an rpm, the token taken and the check are one transaction.
+    paced = provider(key="q", concurrency=2, rpm=600)
+    assert slots.try_acquire(paced, "h2").lease is not None
+    seen.clear()
+    assert slots.may_reuse(paced, Pace.of(paced))
+    assert seen == [("UPDATE", None), ("SELECT", None), ("COMMIT", None)]
+    engine.dispose()
 
 
 async def test_kept_slots_that_expire_together_go_back_in_one_write(

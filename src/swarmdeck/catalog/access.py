@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import OperationalError
 
 from swarmdeck.catalog import fence, statements
-from swarmdeck.catalog.db import create_db_engine
+from swarmdeck.catalog.db import create_db_engine, read_engine
 from swarmdeck.catalog.fence import Fenced
 from swarmdeck.errors import NotFoundError, UsageError
 
@@ -62,13 +62,7 @@ class StoreAccess:
         # SQLite in WAL mode: a reader never waits for a writer's lock, and a write can be
         # tried without waiting (see append_event's `wait`).
         self.is_sqlite = engine.dialect.name == "sqlite"
-        # Reads on PostgreSQL run outside a transaction: READ COMMITTED gives each statement
-        # its own snapshot anyway, and the BEGIN and ROLLBACK around a read were two more
-        # network round trips (a read measured 1.0 ms, then 0.7). SQLite's driver opens no
-        # transaction for a read.
-        self._reads = (
-            engine if self.is_sqlite else engine.execution_options(isolation_level="AUTOCOMMIT")
-        )
+        self._reads = read_engine(engine)
         self._no_wait_engine: sa.Engine | None = None
         self._no_wait_paused_until = 0.0
 

@@ -94,6 +94,16 @@ def create_db_engine(store_url: str, *, wait_for_locks: bool = True) -> sa.Engin
     return engine
 
 
+def read_engine(engine: sa.Engine) -> sa.Engine:
+    """The engine for reads: outside a transaction on PostgreSQL, where READ COMMITTED gives
+    each statement its own snapshot anyway and the BEGIN and COMMIT around a read are two
+    more network round trips (a read measured 1.0 ms, then 0.7). SQLite's driver opens no
+    transaction for a read."""
+    if engine.dialect.name == "sqlite":
+        return engine
+    return engine.execution_options(isolation_level="AUTOCOMMIT")
+
+
 def _private_store_file(path: Path) -> None:
     """The store and its side files 0600 from creation (SQLite gives the -wal and -shm it
     creates the store's mode); an existing looser one is tightened."""

@@ -78,6 +78,7 @@ class InboxTables(StoreAccess):
         kinds: Iterable[str] | None = None,
         status: str | None = None,
         record: Callable[[str], str] | None = None,
+        look_first: bool = True,
     ) -> list[InboxItem]:
         """Take the pending messages (of these kinds) for one consumer step, in order.
 
@@ -87,16 +88,12 @@ class InboxTables(StoreAccess):
         With `record` (an inbox kind to its transcript kind), each message taken joins the
         transcript in that transaction too, under `inbox:<msg_id>`, once: one commit for
         the take and the entries, where there was one each.
+        `look_first` False claims at once, without the read that spares an empty drain its
+        write: for a drain that a ring says will find mail.
         """
         kinds = None if kinds is None else list(kinds)
-        check, params = statements.PENDING_ANY, {"b_session": session_id, "b_claim": claim}
-        if kinds is not None:
-            check = statements.pending_of_kinds(len(kinds))
-            params.update(statements.kind_params(kinds))
-        with self._reads.connect() as conn:
-            # Most drains find nothing: a read, then, and no write lock taken.
-            if conn.execute(check, params).first() is None:
-                return []
+        if look_first and not self._mail_waits(session_id, claim, kinds):
+            return []  # most drains find nothing: a read, then, and no write lock taken
         attempt = 0
         while True:
             try:
@@ -113,6 +110,15 @@ class InboxTables(StoreAccess):
                 if attempt == DRAIN_ATTEMPTS:
                     raise
 
+    def _mail_waits(self, session_id: str, claim: str, kinds: list[str] | None) -> bool:
+        """True when messages (of these kinds) wait, or some were taken under `claim`."""
+        check, params = statements.PENDING_ANY, {"b_session": session_id, "b_claim": claim}
+        if kinds is not None:
+            check = statements.pending_of_kinds(len(kinds))
+            params.update(statements.kind_params(kinds))
+        with self._reads.connect() as conn:
+            return conn.execute(check, params).first() is not None
+
     def _take(
         self,
         conn: sa.Connection,
@@ -123,24 +129,13 @@ class InboxTables(StoreAccess):
     ) -> list[sa.Row[Any]]:
         """Claim the pending messages and read every one under the claim (a rerun's too);
         with `record`, put those not yet in the transcript there."""
-        inbox = schema.inbox
-        pending = sa.and_(inbox.c.session_id == session_id, inbox.c.consumed_by.is_(None))
-        if kinds is not None:
-            pending = sa.and_(pending, inbox.c.kind.in_(kinds))
-        claimed = conn.execute(
-            inbox.update().where(pending).values(consumed_by=claim).returning(inbox.c.id)
-        )
-        new = {row.id for row in claimed}
-        rows = conn.execute(
-            sa.select(inbox)
-            .where(inbox.c.session_id == session_id, inbox.c.consumed_by == claim)
-            .order_by(inbox.c.id)
-        ).all()
+        taken = self._claim(conn, session_id, claim, kinds)
+        rows = [row for row, _ in taken]
         if record is None or not rows:
             return rows
         # Taken by an earlier run under this claim: recorded with it, unless a release
         # that recorded in a transaction of its own stopped in between.
-        earlier = [f"inbox:{r.msg_id}" for r in rows if r.id not in new]
+        earlier = [f"inbox:{row.msg_id}" for row, new in taken if not new]
         stored = self._stored_keys(conn, session_id, earlier) if earlier else set()
         for row in rows:
             key = f"inbox:{row.msg_id}"
@@ -150,6 +145,29 @@ class InboxTables(StoreAccess):
                 entry.update(b_payload=self._json(json.loads(row.payload)), b_ts=time.time())
                 self._insert_event(conn, entry)
         return rows
+
+    def _claim(
+        self, conn: sa.Connection, session_id: str, claim: str, kinds: list[str] | None
+    ) -> list[tuple[sa.Row[Any], bool]]:
+        """Claim the pending messages; every message under the claim, in order, each with
+        whether this call claimed it (a rerun finds its first run's claimed before)."""
+        inbox = schema.inbox
+        pending = sa.and_(inbox.c.session_id == session_id, inbox.c.consumed_by.is_(None))
+        if kinds is not None:
+            pending = sa.and_(pending, inbox.c.kind.in_(kinds))
+        update = inbox.update().where(pending).values(consumed_by=claim)
+        before = inbox.c.session_id == session_id, inbox.c.consumed_by == claim
+        if self.is_sqlite:  # no UPDATE inside a WITH: claim, then read under the claim
+            new = {row.id for row in conn.execute(update.returning(inbox.c.id))}
+            rows = conn.execute(sa.select(inbox).where(*before).order_by(inbox.c.id)).all()
+            return [(row, row.id in new) for row in rows]
+        # One round trip. Every part of a statement reads one snapshot, so the SELECT sees
+        # only what was under the claim before the UPDATE beside it claimed more.
+        claimed = update.returning(*inbox.c).cte("claimed")
+        earlier = sa.select(*inbox.c, sa.literal(False).label("new")).where(*before)
+        fresh = sa.select(*claimed.c, sa.literal(True).label("new"))
+        rows = conn.execute(sa.union_all(earlier, fresh).order_by(sa.text("id"))).all()
+        return [(row, row.new) for row in rows]
 
     def _stored_keys(self, conn: sa.Connection, session_id: str, keys: list[str]) -> set[str]:
         events = schema.events

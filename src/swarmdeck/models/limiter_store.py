@@ -32,6 +32,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.schema import CreateTable
 
+from swarmdeck.catalog.db import read_engine
 from swarmdeck.models.registry import ProviderConfig
 
 # While someone failed to get a slot this recently, newcomers queue behind the pollers: a
@@ -221,6 +222,7 @@ class SlotStore:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._reads = read_engine(engine)
         self._statements = Statements.build(engine.dialect.name)
         self._ready: set[tuple[str, int]] = set()
         self._tables_ready = False
@@ -249,16 +251,17 @@ class SlotStore:
         return token.rowcount != 0
 
     def may_reuse(self, config: ProviderConfig, pace: Pace) -> bool:
-        """One transaction: True when the provider is not cooling down, nobody waited for a
-        slot lately, and (with an rpm) a token was taken."""
-        sql = self._statements
+        """True when the provider is not cooling down, nobody waited for a slot lately, and
+        (with an rpm) a token was taken: one transaction, or one read with no rpm."""
+        held_back = self._statements.held_back
+        params = self._params(b_provider=config.key, b_fair_window=FAIR_WINDOW_S)
+        if not pace.interval:
+            with self._reads.connect() as conn:
+                return conn.execute(held_back, params).first() is None
         with self.engine.connect() as conn:
-            if pace.interval and not self._take_token(conn, config, pace):
+            if not self._take_token(conn, config, pace):
                 return False
-            busy = conn.execute(
-                sql.held_back, self._params(b_provider=config.key, b_fair_window=FAIR_WINDOW_S)
-            ).first()
-            if busy is not None:
+            if conn.execute(held_back, params).first() is not None:
                 return False  # the rollback gives the token back
             conn.commit()
             return True

@@ -340,13 +340,14 @@ class SessionLoop:
         return submitted
 
     async def drain(
-        self, kinds: list[str] | None, record: bool = True, wake: bool = False
+        self, kinds: list[str] | None, record: bool = True, wake: bool = False, rang: bool = False
     ) -> list[dict[str, Any]]:
         """Take pending inbox messages (durably, once); `wake` marks a resting session
-        running in the same transaction when it takes any."""
+        running in the same transaction when it takes any; `rang`: the doorbell rang."""
         self.drains += 1
         claim = f"g{self.generation}:d{self.drains}"
-        return await self.d.step("drain", tree.drain_inbox, self.sid, claim, kinds, record, wake)
+        drain = tree.drain_inbox
+        return await self.d.step("drain", drain, self.sid, claim, kinds, record, wake, rang)
 
     async def idle(self, idle_stored: bool = False) -> bool:
         """Wait for a message or the next cron tick that wakes the model; True then, False
@@ -361,9 +362,10 @@ class SessionLoop:
             await self.d.step("status", set_status, self.sid, "idle")
         ring_first = self.d.format >= RING_FIRST
         look = not (idle_stored and ring_first)
+        rang = False
         while True:
-            taken = await self.drain(None, wake=True) if look else []
-            look = True
+            taken = await self.drain(None, wake=True, rang=rang) if look else []
+            look, rang = True, False
             if taken and all(m["kind"] == COMPACT_REQUEST_KIND for m in taken):
                 # Only a request to compact: compact now and rest on, without a model turn.
                 await compact_between_turns(self.sid, self.turn)

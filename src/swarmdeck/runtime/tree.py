@@ -303,16 +303,23 @@ async def post_message(session_id: str, msg_id: str, kind: str, payload: dict[st
 
 
 def drain_inbox(
-    session_id: str, claim: str, kinds: list[str] | None, record: bool, wake: bool = False
+    session_id: str,
+    claim: str,
+    kinds: list[str] | None,
+    record: bool,
+    wake: bool = False,
+    rang: bool = False,
 ) -> list[dict[str, Any]]:
     """Take pending inbox messages (into the transcript when `record`); returns them.
 
     A rerun with the same claim takes the same messages again, and records them once.
     With `wake`, a resting session that takes messages is marked running at once.
+    `rang`: the doorbell rang, so mail is expected; it is claimed without a look first.
     """
     catalog = services().catalog
     status = "running" if wake else None
-    items = catalog.drain(session_id, claim, kinds, status, _transcript_kind if record else None)
+    recorded = _transcript_kind if record else None
+    items = catalog.drain(session_id, claim, kinds, status, recorded, look_first=not rang)
     return [{"msg_id": i.msg_id, "kind": i.kind, "payload": i.payload} for i in items]
 
 
