@@ -96,9 +96,9 @@ def create_db_engine(store_url: str, *, wait_for_locks: bool = True) -> sa.Engin
 
 def read_engine(engine: sa.Engine) -> sa.Engine:
     """The engine for reads: outside a transaction on PostgreSQL, where READ COMMITTED gives
-    each statement its own snapshot anyway and the BEGIN and COMMIT around a read are two
-    more network round trips (a read measured 1.0 ms, then 0.7). SQLite's driver opens no
-    transaction for a read."""
+    each statement its own snapshot anyway, and the BEGIN and the COMMIT or ROLLBACK around
+    a read are two more network round trips (a read measured 1.0 ms, then 0.7). SQLite's
+    driver opens no transaction for a read."""
     if engine.dialect.name == "sqlite":
         return engine
     return engine.execution_options(isolation_level="AUTOCOMMIT")
