@@ -79,6 +79,9 @@ FORMAT_3_COMMIT = "dc1d3e72d531b4e19fc4ce05ce926c6d633b6392"
 # The last commit whose session workflow is format 4 (a session resting after its turn
 # looked at the inbox and the clock before it waited): the release before format 5.
 FORMAT_4_COMMIT = "d24920c6b232c74b11f2f85238e74848605faf92"
+# The last commit whose session workflow is format 5 (the loop's drains were engine steps):
+# the release before format 6.
+FORMAT_5_COMMIT = "12b89dea661253150e24e5abacfceadc3336a65b"
 
 
 def format_1_source(into: Path, commit: str = FORMAT_1_COMMIT) -> Path:
@@ -289,8 +292,47 @@ def test_a_rest_of_format_4_wakes_on_its_old_path_under_format_5(
     assert engine_steps(store, fresh) == ["DBOS.sleep"]
 
 
+def test_a_rest_of_format_5_wakes_on_its_old_path_under_format_6(
+    store: Store, sd_home: Path, workdir: Path, fake_llm, fleet: Fleet
+) -> None:
+    """A persistent session that a worker of the release before left resting (format 5:
+    its drains were engine steps) is woken by a message after a worker of this code took it
+    over: it takes the message in a drain step, as format 5 did, while a session this code
+    starts takes its message with no step (format 6: the claim is the drain's record)."""
+    sid, ledger = rest_on_the_old_release(store, sd_home, workdir, fake_llm, fleet, "format-5")
+    catalog = open_catalog()
+    assert engine_steps(store, sid) == ["DBOS.sleep"]
+
+    new = fleet.start("host-b")
+    wait_for(lambda: catalog.get_session(sid).executor == new.executor_id, timeout=60)
+    Host().send(sid, "a person asks")
+
+    def answered_and_resting(session: str) -> bool:
+        return (
+            len(catalog.events(session, kinds=["assistant"])) == 2
+            and catalog.get_session(session).status == "idle"
+            and engine_steps(store, session).count("DBOS.sleep") == 2
+        )
+
+    wait_for(lambda: answered_and_resting(sid), timeout=60, what="the format-5 session's answer")
+    ledger.check()
+    assert catalog.events(sid, kinds=["assistant"])[1].payload["text"] == "answered"
+    # The recovered recv, format 5's drain step that took the message, the next rest's recv.
+    assert engine_steps(store, sid) == ["DBOS.recv", "DBOS.sleep", "drain", "DBOS.sleep"]
+
+    fresh = Host().create_session(replace(CHAT, workdir=workdir), fleet=True).id
+    wait_for(lambda: "DBOS.sleep" in engine_steps(store, fresh), what="the new session's rest")
+    Host().send(fresh, "a person asks")
+    wait_for(lambda: answered_and_resting(fresh), timeout=60, what="the new session's answer")
+    assert engine_steps(store, fresh) == ["DBOS.recv", "DBOS.sleep", "DBOS.sleep"]
+
+
 CHAT = SessionRequest("chat with me", "fake", Path("."), options={"one_shot": False})
-RELEASES = {"format-3": FORMAT_3_COMMIT, "format-4": FORMAT_4_COMMIT}
+RELEASES = {
+    "format-3": FORMAT_3_COMMIT,
+    "format-4": FORMAT_4_COMMIT,
+    "format-5": FORMAT_5_COMMIT,
+}
 
 
 def rest_on_the_old_release(

@@ -98,6 +98,51 @@ def test_a_drain_a_ring_announced_claims_without_looking_first(catalog: Catalog)
     assert [e.key for e in catalog.events("s")][1:] == ["inbox:m2", "inbox:m3"]
 
 
+def test_a_drain_whose_claim_is_its_record_is_answered_by_the_claim_alone(
+    catalog: Catalog,
+) -> None:
+    # Workflow format 6: a session loop's drain is no engine step. A rerun after its claim
+    # committed gets what the claim took and no later mail (its first run went on with
+    # those alone); a replay past it reads the claim and writes nothing.
+    new_session(catalog, "s")
+    catalog.post("s", "m1", "user", {"text": "one"})
+    first = catalog.drain("s", "g0:d1", None, "running", lambda kind: kind, once=True)
+    catalog.post("s", "m2", "user", {"text": "two"})
+    for look_first in (True, False):
+        rerun = catalog.drain("s", "g0:d1", None, "running", lambda k: k, look_first, once=True)
+        assert [m.msg_id for m in rerun] == [m.msg_id for m in first] == ["m1"]
+    assert catalog.pending_count("s") == 1
+    statements: list[str] = []
+    sa.event.listen(
+        catalog.engine, "before_cursor_execute", lambda *a: statements.append(a[2].split()[0])
+    )
+    assert [m.msg_id for m in catalog.taken_under("s", "g0:d1")] == ["m1"]
+    assert catalog.taken_under("s", "g0:d2") == []
+    assert statements == ["SELECT", "SELECT"]
+    # An empty claim is no answer: the next drain takes what waits, once.
+    assert [m.msg_id for m in catalog.drain("s", "g0:d2", None, None, once=True)] == ["m2"]
+    assert [e.key for e in catalog.events("s")][1:] == ["inbox:m1"]
+
+
+def test_a_purge_keeps_what_a_live_generations_drains_took(catalog: Catalog) -> None:
+    # A replay of the generation reads those claims back (format 6); the rest of what was
+    # taken is in the transcripts, and goes.
+    from swarmdeck.catalog.housekeeping import purge_consumed_inbox
+
+    for sid in ("live", "ended"):
+        new_session(catalog, sid)
+        for n, claim in enumerate(["g0:d1", "turn:3", "g1:d1"]):
+            catalog.post(sid, f"{sid}-{n}", "user", {"n": n})
+            catalog.drain(sid, claim, None)
+    catalog.advance_generation("live", 0)
+    catalog.set_status("ended", "completed")
+    catalog.post("live", "waiting", "user", {})
+    assert purge_consumed_inbox(catalog, time.time() + 1)[0] == 5
+    with catalog.engine.connect() as conn:
+        left = conn.execute(sa.select(schema.inbox.c.msg_id).order_by(schema.inbox.c.id))
+        assert list(left.scalars()) == ["live-2", "waiting"]
+
+
 def test_the_inbox_is_read_by_any_number_of_kinds(catalog: Catalog) -> None:
     # One bound value per kind (statements.kind_params): lists of every length read right,
     # as the same statement reused for another list of that length.

@@ -6,7 +6,6 @@ takes (tests/chaos/test_upgrade.py replays waits of formats 1 and 3, and rests o
 
 from __future__ import annotations
 
-import base64
 import re
 from pathlib import Path
 
@@ -23,16 +22,17 @@ from tests.integration.test_sessions_support import (
     text,
 )
 
-# The engine steps of each workflow of a one-shot session (formats 4 and 5), by name, in
-# order: the wait for the sub-agent looks again after each wake-up, as often as timing
-# makes it, and the wait itself looks only after a ring before its deadline (a child's
-# stale ring may be one). Formats 2 and 3 began a wait with a look of its own,
+# The engine steps of each workflow of a one-shot session (format 6), by name, in order:
+# the wait for the sub-agent looks again after each wake-up, as often as timing makes it,
+# and the wait itself looks only after a ring before its deadline (a child's stale ring
+# may be one). Formats 4 and 5 took a `drain` step before the wait (format 6's drain is
+# recorded by its claim in the inbox). Formats 2 and 3 began a wait with a look of its own,
 # `waiting_at`, and looked again after every wake-up
 # (`waiting_at( DBOS.recv( DBOS.sleep)? mail_at)+`); format 1 took one more look,
 # `mail_at`, right after `waiting_at`.
 ONE_SHOT_STEPS = {
     "root": r"spawn swarmdeck\.session now children now"
-    r"( DBOS\.recv( DBOS\.sleep)? children now)* drain"
+    r"( DBOS\.recv( DBOS\.sleep)? children now)*"
     r" DBOS\.recv( DBOS\.sleep)?( mail_at DBOS\.recv( DBOS\.sleep)?)*",
     "child": r"DBOS\.send",
 }
@@ -104,21 +104,14 @@ def test_a_one_shot_sessions_engine_steps_are_pinned(
 # step at all, the drain that took the message marked the session running, and the turn
 # that rests stores `idle` with it; only the next rest's drain may follow. Format 5: a
 # session that rests after its turn waits on the doorbell at once (no drain, no clock):
-# the recv, the drain that took the message, then the next rest's recv.
-def steps_after_taking(store_url: str, session_id: str) -> list[str | None]:
-    """The engine step that follows each drain that took a message (None: none yet)."""
-    rows = [(name, output) for wf, name, output in operations(store_url) if wf == session_id]
-
-    def took(output: str | None) -> bool:
-        # DBOS keeps a step's output pickled, in base64 (its default serializer).
-        return bool(output) and b"a person asks" in base64.b64decode(output or "")
-
-    rows.append((None, None))
-    return [
-        rows[n + 1][0]
-        for n, (name, output) in enumerate(rows[:-1])
-        if name == "drain" and took(output)
-    ]
+# the recv, the drain that took the message, then the next rest's recv. Format 6: the drain
+# is no step (its claim in the inbox records it): the recv, then the next rest's recv.
+def claims(store_url: str, session_id: str) -> list[str | None]:
+    """The claim each message of a session's inbox was taken under, in order."""
+    engine = sa.create_engine(store_url)
+    with engine.connect() as conn:
+        found = sa.text("SELECT consumed_by FROM sd_inbox WHERE session_id = :s ORDER BY id")
+        return list(conn.execute(found, {"s": session_id}).scalars())
 
 
 async def test_a_persons_message_wakes_an_idle_session_without_the_batch_gap(
@@ -134,6 +127,14 @@ async def test_a_persons_message_wakes_an_idle_session_without_the_batch_gap(
         SessionRequest("chat with me", "fake", workdir, options={"one_shot": False})
     )
     host.launch()
+    frontier_reads: list[str] = []
+
+    def on_statement(*args: object) -> None:
+        statement = str(args[2])
+        if "operation_outputs" in statement and "max(" in statement:
+            frontier_reads.append(statement)
+
+    sa.event.listen(sa.Engine, "before_cursor_execute", on_statement)
     try:
         await host.start(record.id)
         await await_for(status_is(host.catalog, record.id, "idle"), 60)
@@ -142,10 +143,14 @@ async def test_a_persons_message_wakes_an_idle_session_without_the_batch_gap(
         await await_for(lambda: len(host.catalog.events(record.id, kinds=["assistant"])) == 2, 60)
         await await_for(status_is(host.catalog, record.id, "idle"), 60)
     finally:
+        sa.event.remove(sa.Engine, "before_cursor_execute", on_statement)
         await host.aclose()
-    assert WORKFLOW_FORMAT == 5
+    # The execution stored its generation's start, so it retraces no earlier one: its drain
+    # never asks the engine where an earlier run's record ends.
+    assert frontier_reads == []
+    assert WORKFLOW_FORMAT == 6
     url = f"sqlite:///{sd_home / 'swarmdeck.sqlite'}"
     steps = [name for wf, name, _output in operations(url) if wf == record.id]
     # DBOS records a recv's timeout as a `DBOS.sleep` as it begins, the recv as it returns.
-    assert steps == ["DBOS.recv", "DBOS.sleep", "drain", "DBOS.sleep"], steps
-    assert steps_after_taking(url, record.id) == ["DBOS.sleep"], steps
+    assert steps == ["DBOS.recv", "DBOS.sleep", "DBOS.sleep"], steps
+    assert claims(url, record.id) == ["g0:d1"]  # the loop's first drain took it

@@ -96,9 +96,18 @@ def purge_transcripts(catalog: Catalog, session_ids: list[str]) -> tuple[int, in
 
 def purge_consumed_inbox(catalog: Catalog, before: float) -> tuple[int, int]:
     """Delete inbox messages taken before a time (they are in the transcripts);
-    (rows, bytes) removed."""
+    (rows, bytes) removed.
+
+    Kept: those a live session's loop took in its current generation. Such a drain's claim
+    is its only record (workflow format 6), and a replay of the generation after a crash
+    reads it back to take the path its first run took.
+    """
     inbox = schema.inbox
-    where = sa.and_(inbox.c.consumed_by.is_not(None), inbox.c.created_at < before)
+    where = sa.and_(
+        inbox.c.consumed_by.is_not(None),
+        inbox.c.created_at < before,
+        ~_replayable_claim(inbox).exists(),
+    )
     q = sa.select(
         sa.func.count(), sa.func.coalesce(sa.func.sum(sa.func.length(inbox.c.payload)), 0)
     )
@@ -106,6 +115,18 @@ def purge_consumed_inbox(catalog: Catalog, before: float) -> tuple[int, int]:
         rows, size = conn.execute(q.where(where)).one()
         conn.execute(inbox.delete().where(where))
     return int(rows), int(size)
+
+
+def _replayable_claim(inbox: sa.Table) -> sa.Select[tuple[str]]:
+    """The session of an inbox row, when the row's claim is a drain of the session's current
+    generation (`g<generation>:d<n>`, session.SessionLoop.drain) and the session lives."""
+    s = schema.sessions.c
+    drain_claims = sa.literal("g") + sa.cast(s.generation, sa.String) + ":d%"
+    return sa.select(s.id).where(
+        s.id == inbox.c.session_id,
+        inbox.c.consumed_by.like(drain_claims),
+        s.status.not_in(sorted(TERMINAL_STATUSES)),
+    )
 
 
 def forget_generations(catalog: Catalog, pairs: Iterable[tuple[str, int]]) -> int:

@@ -79,6 +79,7 @@ class InboxTables(StoreAccess):
         status: str | None = None,
         record: Callable[[str], str] | None = None,
         look_first: bool = True,
+        once: bool = False,
     ) -> list[InboxItem]:
         """Take the pending messages (of these kinds) for one consumer step, in order.
 
@@ -90,6 +91,9 @@ class InboxTables(StoreAccess):
         the take and the entries, where there was one each.
         `look_first` False claims at once, without the read that spares an empty drain its
         write: for a drain that a ring says will find mail.
+        `once`: the claim is the drain's only record (a session loop's drain of format 6),
+        so messages already under it are its whole answer and none is added to them: the
+        run that claimed them went on with those alone.
         """
         kinds = None if kinds is None else list(kinds)
         if look_first and not self._mail_waits(session_id, claim, kinds):
@@ -100,7 +104,7 @@ class InboxTables(StoreAccess):
                 with self.engine.begin() as conn:
                     if attempt:  # lost a race for the transcript's next seq
                         lock_session(conn, session_id)
-                    rows = self._take(conn, session_id, claim, kinds, record)
+                    rows = self._take(conn, session_id, claim, kinds, record, once)
                     if rows and status is not None:
                         moved = self._status_params(session_id, status, None)
                         conn.execute(statements.SET_LIVE_STATUS, moved)
@@ -109,6 +113,15 @@ class InboxTables(StoreAccess):
                 attempt += 1
                 if attempt == DRAIN_ATTEMPTS:
                     raise
+
+    def taken_under(self, session_id: str, claim: str) -> list[InboxItem]:
+        """The messages a drain took under `claim`, in order (a read): what a replayed drain
+        of format 6 returns, its first run having gone on with them."""
+        inbox = schema.inbox
+        where = inbox.c.session_id == session_id, inbox.c.consumed_by == claim
+        with self._reads.connect() as conn:
+            rows = conn.execute(sa.select(inbox).where(*where).order_by(inbox.c.id)).all()
+        return [InboxItem(r.id, r.msg_id, r.kind, json.loads(r.payload)) for r in rows]
 
     def _mail_waits(self, session_id: str, claim: str, kinds: list[str] | None) -> bool:
         """True when messages (of these kinds) wait, or some were taken under `claim`."""
@@ -126,10 +139,11 @@ class InboxTables(StoreAccess):
         claim: str,
         kinds: list[str] | None,
         record: Callable[[str], str] | None,
+        once: bool = False,
     ) -> list[sa.Row[Any]]:
         """Claim the pending messages and read every one under the claim (a rerun's too);
         with `record`, put those not yet in the transcript there."""
-        taken = self._claim(conn, session_id, claim, kinds)
+        taken = self._claim(conn, session_id, claim, kinds, once)
         rows = [row for row, _ in taken]
         if record is None or not rows:
             return rows
@@ -147,14 +161,26 @@ class InboxTables(StoreAccess):
         return rows
 
     def _claim(
-        self, conn: sa.Connection, session_id: str, claim: str, kinds: list[str] | None
+        self,
+        conn: sa.Connection,
+        session_id: str,
+        claim: str,
+        kinds: list[str] | None,
+        once: bool = False,
     ) -> list[tuple[sa.Row[Any], bool]]:
-        """Claim the pending messages; every message under the claim, in order, each with
-        whether this call claimed it (a rerun finds its first run's claimed before)."""
+        """Claim the pending messages (`once`: unless some are under the claim already);
+        every message under the claim, in order, each with whether this call claimed it (a
+        rerun finds its first run's claimed before)."""
         inbox = schema.inbox
         pending = sa.and_(inbox.c.session_id == session_id, inbox.c.consumed_by.is_(None))
         if kinds is not None:
             pending = sa.and_(pending, inbox.c.kind.in_(kinds))
+        if once:
+            under = schema.inbox.alias("under")
+            taken = sa.select(under.c.id).where(
+                under.c.session_id == session_id, under.c.consumed_by == claim
+            )
+            pending = sa.and_(pending, ~taken.exists())
         update = inbox.update().where(pending).values(consumed_by=claim)
         before = inbox.c.session_id == session_id, inbox.c.consumed_by == claim
         if self.is_sqlite:  # no UPDATE inside a WITH: claim, then read under the claim

@@ -33,6 +33,12 @@ class Durable(Protocol):
         """
         ...
 
+    async def replaying(self) -> bool:
+        """True while this execution retraces an earlier run of the workflow (after a crash
+        or a takeover): that run recorded engine steps past this point. Work that journals
+        itself outside the engine's steps asks this to answer as the earlier run did."""
+        ...
+
     async def sleep(self, seconds: float) -> None:
         """Sleep durably: the deadline is recorded and kept across restarts."""
         ...

@@ -4,7 +4,7 @@ it writes under (a rerun after a crash takes the same path as the first run)."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from swarmdeck.catalog import fence
@@ -16,18 +16,29 @@ from swarmdeck.runtime.services import services
 from swarmdeck.runtime.tree import drain_inbox, model_resting
 
 
+@dataclass(frozen=True)
+class Execution:
+    """An execution of a generation's workflow as it starts: what the loop needs, the epoch
+    it writes under (see catalog/fence.py), and whether it may retrace engine steps an
+    earlier execution recorded. It may not when it stored the generation's start itself,
+    in one transaction with its claim: that start comes before any engine step."""
+
+    info: dict[str, Any]
+    epoch: int
+    may_replay: bool
+
+
 async def start_generation(session_id: str, generation: int) -> dict[str, Any]:
     """What the loop needs to run this generation of the session (see load_session)."""
-    return (await begin_execution(session_id, generation))[0]
+    return (await begin_execution(session_id, generation)).info
 
 
-async def begin_execution(session_id: str, generation: int) -> tuple[dict[str, Any], int]:
-    """Start an execution of the generation's workflow: what the loop needs, and the epoch
-    this execution writes under (see catalog/fence.py)."""
+async def begin_execution(session_id: str, generation: int) -> Execution:
+    """Start an execution of the generation's workflow (see Execution)."""
     return await asyncio.to_thread(load_session, session_id, generation)
 
 
-def load_session(session_id: str, generation: int) -> tuple[dict[str, Any], int]:
+def load_session(session_id: str, generation: int) -> Execution:
     """The parts of the session record the loop needs, and this execution's epoch; marks
     the session running and takes in the messages that arrived while no worker ran it.
 
@@ -41,7 +52,7 @@ def load_session(session_id: str, generation: int) -> tuple[dict[str, Any], int]
     before, stored = svc.catalog.run_start(session_id, generation)
     if stored is not None:
         _remember_for_rerun(before)
-        return stored, _resume_run(session_id, generation, executor)
+        return Execution(stored, _resume_run(session_id, generation, executor), may_replay=True)
     claimed = None
     if not before.terminal and before.generation == generation:
         # The transcript and whether mail waits, in one read; most starts find none. Then
@@ -55,14 +66,18 @@ def load_session(session_id: str, generation: int) -> tuple[dict[str, Any], int]
                 stored = svc.catalog.generation_start(session_id, generation)
                 assert stored is not None, f"generation {generation} of {session_id} not stored"
                 _remember_for_rerun(before)
-                return stored, _resume_run(session_id, generation, executor)
+                epoch = _resume_run(session_id, generation, executor)
+                return Execution(stored, epoch, may_replay=True)
             record, turns, kept = opened
             fence.enter(session_id, record.epoch)
             if kept is not None:
                 svc.remember(record)
-                return kept, record.epoch
+                return Execution(kept, record.epoch, may_replay=False)
             claimed = record, turns
-    return _start_after_claim(session_id, generation, executor, claimed)
+    # Another execution may have stored the start first (keep_generation_start): a replay
+    # is then possible, and the engine tells.
+    info, epoch = _start_after_claim(session_id, generation, executor, claimed)
+    return Execution(info, epoch, may_replay=True)
 
 
 def _remember_for_rerun(before: SessionRecord) -> None:

@@ -69,13 +69,17 @@ STATUS_WITH_ENTRIES = 4
 # (mail that came during the turn rang it, and the ring waits in the engine) instead of
 # looking at the inbox, and reads the clock only for a cron.
 RING_FIRST = 5
+# The format from which the loop's drains are no engine steps: the claim each takes in the
+# inbox is its record. A step cost six statements and two commits, a third of a wake's.
+DRAIN_BY_CLAIM = 6
 
 
 async def run_session(session_id: str, generation: int, d: Durable) -> dict[str, Any]:
     """Drive one generation of a session to its end; returns {status, reason}."""
-    info, epoch = await begin_execution(session_id, generation)
+    execution = await begin_execution(session_id, generation)
+    info = execution.info
     # This execution's writes to the session land only while its epoch holds (fence.py).
-    fence.enter(session_id, epoch)
+    fence.enter(session_id, execution.epoch)
     if info["terminal"]:
         return {"status": info["status"], "reason": "already finished"}
     # A store workspace: its files as of the last journaled step, on this host. Asked once
@@ -91,7 +95,7 @@ async def run_session(session_id: str, generation: int, d: Durable) -> dict[str,
         await end_session(session_id, info.get("parent_id") is not None, ending)
         return {"status": "failed", "reason": WORKDIR_UNSEEN}
     kind = info["options"].get(KIND_OPTION)
-    loop = None if kind else SessionLoop(d, session_id, info)
+    loop = None if kind else SessionLoop(d, session_id, info, execution.may_replay)
     try:
         if loop is None:
             # A driver of its own (a swarm's coordinator): it ends its session itself.
@@ -152,9 +156,13 @@ async def _run_kind(
 class SessionLoop:
     """One generation of a session's workflow."""
 
-    def __init__(self, d: Durable, session_id: str, info: dict[str, Any]) -> None:
+    def __init__(
+        self, d: Durable, session_id: str, info: dict[str, Any], may_replay: bool = True
+    ) -> None:
         self.d = d
         self.sid = session_id
+        # Whether this execution may retrace an earlier one's steps (execution.Execution).
+        self.may_replay = may_replay
         self.options: dict[str, Any] = info["options"]
         self.offered: set[str] = set(info["offered"])
         self.generation: int = info["generation"]
@@ -347,7 +355,14 @@ class SessionLoop:
         self.drains += 1
         claim = f"g{self.generation}:d{self.drains}"
         drain = tree.drain_inbox
-        return await self.d.step("drain", drain, self.sid, claim, kinds, record, wake, rang)
+        if self.d.format < DRAIN_BY_CLAIM:
+            return await self.d.step("drain", drain, self.sid, claim, kinds, record, wake, rang)
+        if self.may_replay and await self.d.replaying():
+            # The first run went past this drain: it took what its claim holds, or nothing.
+            return await asyncio.to_thread(tree.taken_under, self.sid, claim)
+        once = True  # a rerun after the claim committed gets what the claim took, no more
+        args = (self.sid, claim, kinds, record, wake, rang, once)
+        return await asyncio.to_thread(drain, *args)
 
     async def idle(self, idle_stored: bool = False) -> bool:
         """Wait for a message or the next cron tick that wakes the model; True then, False

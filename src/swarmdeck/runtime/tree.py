@@ -10,6 +10,7 @@ from typing import Any
 from swarmdeck.catalog.catalog import Catalog
 from swarmdeck.catalog.records import (
     TERMINAL_STATUSES,
+    InboxItem,
     InboxPost,
     SessionRecord,
     system_session_id,
@@ -309,17 +310,32 @@ def drain_inbox(
     record: bool,
     wake: bool = False,
     rang: bool = False,
+    once: bool = False,
 ) -> list[dict[str, Any]]:
     """Take pending inbox messages (into the transcript when `record`); returns them.
 
     A rerun with the same claim takes the same messages again, and records them once.
     With `wake`, a resting session that takes messages is marked running at once.
     `rang`: the doorbell rang, so mail is expected; it is claimed without a look first.
+    `once`: the claim is the drain's only record (it runs in no engine step): messages
+    already under it answer it alone.
     """
     catalog = services().catalog
     status = "running" if wake else None
     recorded = _transcript_kind if record else None
-    items = catalog.drain(session_id, claim, kinds, status, recorded, look_first=not rang)
+    items = catalog.drain(
+        session_id, claim, kinds, status, recorded, look_first=not rang, once=once
+    )
+    return _plain(items)
+
+
+def taken_under(session_id: str, claim: str) -> list[dict[str, Any]]:
+    """What a drain took under `claim` (a read): a replayed drain's answer, when the claim
+    is its only record."""
+    return _plain(services().catalog.taken_under(session_id, claim))
+
+
+def _plain(items: list[InboxItem]) -> list[dict[str, Any]]:
     return [{"msg_id": i.msg_id, "kind": i.kind, "payload": i.payload} for i in items]
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from dbos import DBOS, DBOSClient, SetWorkflowID
+from dbos._context import get_local_dbos_context
 
 from swarmdeck.config import Settings
 from swarmdeck.runtime.durable import SessionRunner
@@ -52,7 +53,10 @@ APP_VERSION = "swarmdeck-0.1.0"
 # 5: a session that rests after its turn waits on the doorbell first, without a look at
 #    the inbox (mail that came during the turn rang it), and reads the clock only for a
 #    cron: a message that wakes it costs three engine steps instead of five.
-WORKFLOW_FORMAT = 5
+# 6: a session loop's drain of its inbox is no engine step: its claim in the inbox is its
+#    record (a replay past it reads what the claim took; see Durable.replaying), and a
+#    message that wakes a session costs two engine steps.
+WORKFLOW_FORMAT = 6
 
 
 # The fleet's queue of sessions (DBOS reserves names starting with `_dbos_`).
@@ -114,11 +118,22 @@ class _DBOSDurable:
 
     def __init__(self, fmt: int) -> None:
         self.format = fmt
+        # The last operation earlier runs of this workflow recorded (-1: none), read once.
+        self._frontier: int | None = None
 
     async def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
         if not inspect.iscoroutinefunction(fn):
             fn = _off_loop(fn)
         return await DBOS.run_step_async({"name": name}, fn, *args)
+
+    async def replaying(self) -> bool:
+        ctx = get_local_dbos_context()
+        assert ctx is not None and ctx.is_workflow(), "replaying() outside a workflow"
+        if self._frontier is None:
+            # This execution's own operations are all at or below ctx.function_id, so one
+            # past it was recorded by an earlier run; once past the last, none ever is.
+            self._frontier = await run_in_thread(last_recorded_operation, ctx.workflow_id)
+        return ctx.function_id < self._frontier
 
     async def sleep(self, seconds: float) -> None:
         await DBOS.sleep_async(seconds)
@@ -153,6 +168,16 @@ async def current_generation(svc: Services, session_id: str) -> int:
     """The session's current generation (read off the loop: on PostgreSQL a read is a
     network round trip)."""
     return (await run_in_thread(svc.catalog.get_session, session_id)).generation
+
+
+def last_recorded_operation(wf_id: str) -> int:
+    """The function id of the last operation recorded for a workflow; -1 when none is."""
+    sys_db = dbos_instance()._sys_db
+    outputs = sys_db.tables.operation_outputs
+    last = sa.select(sa.func.max(outputs.c.function_id)).where(*sys_db._wf(outputs, wf_id))
+    with sys_db.engine.connect() as conn:
+        found = conn.execute(last).scalar()
+    return -1 if found is None else int(found)
 
 
 def advance_generation(session_id: str, current: int) -> int:
