@@ -70,7 +70,7 @@ STATUS_WITH_ENTRIES = 4
 # looking at the inbox, and reads the clock only for a cron.
 RING_FIRST = 5
 # The format from which the loop's drains are no engine steps: the claim each takes in the
-# inbox is its record. A step cost six statements and two commits, a third of a wake's.
+# inbox is its record. The step around it cost four statements and two commits a wake.
 DRAIN_BY_CLAIM = 6
 
 
