@@ -144,24 +144,26 @@ def children_cpu() -> float:
     return total
 
 
-def dbos_steps(engine, name: str) -> collections.Counter[str]:  # type: ignore[no-untyped-def]
-    """The recorded operations (steps, sleeps, recvs) of the named workflow's runs, by name,
-    per run."""
+def dbos_steps(engine, name: str, since_ms: int) -> collections.Counter[str]:  # type: ignore[no-untyped-def]
+    """The recorded operations (steps, sleeps, recvs) of the named workflow's runs started
+    since `since_ms` (the counted ones: not the warm-up's, nor, on a store given with
+    --store, an earlier run's), by name, per run."""
     import sqlalchemy as sa
 
     schema = "dbos." if engine.dialect.name == "postgresql" else ""
+    counted = "w.name = :name AND w.created_at >= :since"
+    params = {"name": name, "since": since_ms}
     with engine.connect() as conn:
         rows = conn.execute(
             sa.text(
                 f"SELECT o.function_name, count(*) FROM {schema}operation_outputs o JOIN "
                 f"{schema}workflow_status w ON o.workflow_uuid = w.workflow_uuid "
-                "WHERE w.name = :name GROUP BY o.function_name"
+                f"WHERE {counted} GROUP BY o.function_name"
             ),
-            {"name": name},
+            params,
         ).all()
         runs = conn.execute(
-            sa.text(f"SELECT count(*) FROM {schema}workflow_status WHERE name = :name"),
-            {"name": name},
+            sa.text(f"SELECT count(*) FROM {schema}workflow_status w WHERE {counted}"), params
         ).scalar_one()
     return collections.Counter({str(f): int(c) / max(1, runs) for f, c in rows})
 
@@ -248,6 +250,7 @@ def main() -> None:
 
                     profiler = Profiler(async_mode="disabled")
                     profiler.start()
+                since_ms = int(time.time() * 1000)
                 cpu0, server0 = time.process_time(), children_cpu()
                 wall = asyncio.run(run())
                 cpu = (time.process_time() - cpu0, children_cpu() - server0)
@@ -263,7 +266,7 @@ def main() -> None:
                     )
                 counter.on = False
                 per_session[name] = report(
-                    name, n, cpu, wall, counter, dbos_steps(host.catalog.engine, wf)
+                    name, n, cpu, wall, counter, dbos_steps(host.catalog.engine, wf, since_ms)
                 )
         finally:
             host.shutdown()
