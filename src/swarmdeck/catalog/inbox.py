@@ -29,6 +29,11 @@ def mail_note(message_id: int, session_id: str) -> str:
     return f"{message_id} {session_id}"
 
 
+def _items(rows: Iterable[sa.Row[Any]]) -> list[InboxItem]:
+    """Inbox rows as the messages they hold."""
+    return [InboxItem(r.id, r.msg_id, r.kind, json.loads(r.payload)) for r in rows]
+
+
 def read_mail_note(note: str) -> tuple[int, str] | None:
     """(message id, session id) of a mail NOTIFY's payload; None for any other."""
     message_id, _, session_id = note.partition(" ")
@@ -108,7 +113,7 @@ class InboxTables(StoreAccess):
                     if rows and status is not None:
                         moved = self._status_params(session_id, status, None)
                         conn.execute(statements.SET_LIVE_STATUS, moved)
-                return [InboxItem(r.id, r.msg_id, r.kind, json.loads(r.payload)) for r in rows]
+                return _items(rows)
             except IntegrityError:
                 attempt += 1
                 if attempt == DRAIN_ATTEMPTS:
@@ -121,7 +126,7 @@ class InboxTables(StoreAccess):
         where = inbox.c.session_id == session_id, inbox.c.consumed_by == claim
         with self._reads.connect() as conn:
             rows = conn.execute(sa.select(inbox).where(*where).order_by(inbox.c.id)).all()
-        return [InboxItem(r.id, r.msg_id, r.kind, json.loads(r.payload)) for r in rows]
+        return _items(rows)
 
     def _mail_waits(self, session_id: str, claim: str, kinds: list[str] | None) -> bool:
         """True when messages (of these kinds) wait, or some were taken under `claim`."""
@@ -246,7 +251,7 @@ class InboxTables(StoreAccess):
             query = query.where(inbox.c.msg_id.startswith(msg_id_prefix, autoescape=True))
         with self._reads.connect() as conn:
             rows = conn.execute(query).all()
-        return [InboxItem(r.id, r.msg_id, r.kind, json.loads(r.payload)) for r in rows]
+        return _items(rows)
 
     def pending_count(self, session_id: str, kinds: Iterable[str] | None = None) -> int:
         """Messages (of these kinds) not yet taken by the session."""
