@@ -34,6 +34,11 @@ def _items(rows: Iterable[sa.Row[Any]]) -> list[InboxItem]:
     return [InboxItem(r.id, r.msg_id, r.kind, json.loads(r.payload)) for r in rows]
 
 
+def _under_claim(inbox: sa.FromClause, session_id: str, claim: str) -> sa.ColumnElement[bool]:
+    """The session's messages taken under `claim` (in the inbox table, or an alias of it)."""
+    return sa.and_(inbox.c.session_id == session_id, inbox.c.consumed_by == claim)
+
+
 def read_mail_note(note: str) -> tuple[int, str] | None:
     """(message id, session id) of a mail NOTIFY's payload; None for any other."""
     message_id, _, session_id = note.partition(" ")
@@ -123,9 +128,9 @@ class InboxTables(StoreAccess):
         """The messages a drain took under `claim`, in order (a read): what a replayed drain
         of format 6 returns, its first run having gone on with them."""
         inbox = schema.inbox
-        where = inbox.c.session_id == session_id, inbox.c.consumed_by == claim
+        under = sa.select(inbox).where(_under_claim(inbox, session_id, claim))
         with self._reads.connect() as conn:
-            rows = conn.execute(sa.select(inbox).where(*where).order_by(inbox.c.id)).all()
+            rows = conn.execute(under.order_by(inbox.c.id)).all()
         return _items(rows)
 
     def _mail_waits(self, session_id: str, claim: str, kinds: list[str] | None) -> bool:
@@ -182,20 +187,18 @@ class InboxTables(StoreAccess):
             pending = sa.and_(pending, inbox.c.kind.in_(kinds))
         if once:
             under = schema.inbox.alias("under")
-            taken = sa.select(under.c.id).where(
-                under.c.session_id == session_id, under.c.consumed_by == claim
-            )
+            taken = sa.select(under.c.id).where(_under_claim(under, session_id, claim))
             pending = sa.and_(pending, ~taken.exists())
         update = inbox.update().where(pending).values(consumed_by=claim)
-        before = inbox.c.session_id == session_id, inbox.c.consumed_by == claim
+        before = _under_claim(inbox, session_id, claim)
         if self.is_sqlite:  # no UPDATE inside a WITH: claim, then read under the claim
             new = {row.id for row in conn.execute(update.returning(inbox.c.id))}
-            rows = conn.execute(sa.select(inbox).where(*before).order_by(inbox.c.id)).all()
+            rows = conn.execute(sa.select(inbox).where(before).order_by(inbox.c.id)).all()
             return [(row, row.id in new) for row in rows]
         # One round trip. Every part of a statement reads one snapshot, so the SELECT sees
         # only what was under the claim before the UPDATE beside it claimed more.
         claimed = update.returning(*inbox.c).cte("claimed")
-        earlier = sa.select(*inbox.c, sa.literal(False).label("new")).where(*before)
+        earlier = sa.select(*inbox.c, sa.literal(False).label("new")).where(before)
         fresh = sa.select(*claimed.c, sa.literal(True).label("new"))
         rows = conn.execute(sa.union_all(earlier, fresh).order_by(sa.text("id"))).all()
         return [(row, row.new) for row in rows]
