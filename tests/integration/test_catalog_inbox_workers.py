@@ -12,11 +12,14 @@ import socket
 import time
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
 from swarmdeck.catalog import schema
 from swarmdeck.catalog.catalog import Catalog
+from swarmdeck.catalog.records import Delivery, InboxPost
 from swarmdeck.catalog.workers import WorkerRegistry
+from swarmdeck.errors import NotFoundError
 from tests.conftest import Store
 from tests.integration.test_catalog_support import (
     catalog_on_store,  # noqa: F401  (the `catalog` fixture)
@@ -40,6 +43,28 @@ def test_inbox_post_is_idempotent_and_drain_repeatable(catalog: Catalog) -> None
     assert [m.msg_id for m in catalog.drain("s", "step-1", ["user"])] == ["m1"]
     assert [m.msg_id for m in catalog.drain("s", "step-2")] == ["m2"]
     assert catalog.drain("s", "step-3") == [] and catalog.pending_count("s") == 0
+
+
+def test_a_post_to_a_live_session_is_one_statement_that_says_why_nothing_was_stored(
+    catalog: Catalog,
+) -> None:
+    new_session(catalog, "s")
+    statements: list[str] = []
+    sa.event.listen(
+        catalog.engine, "before_cursor_execute", lambda *a: statements.append(a[2].split()[0])
+    )
+    assert catalog.post_live(InboxPost("s", "m1", "user", {"text": "one"})) == Delivery(True)
+    # On PostgreSQL the check, the insert and the workers' NOTIFY are one statement.
+    assert len(statements) == (2 if catalog.is_sqlite else 1), statements
+    # A client's retry stores nothing and is no error.
+    assert catalog.post_live(InboxPost("s", "m1", "user", {"text": "again"})) == Delivery(False)
+    assert [(m.msg_id, m.payload) for m in catalog.delivered("s")] == [("m1", {"text": "one"})]
+    catalog.update_session("s", status="cancelled")
+    ended = catalog.post_live(InboxPost("s", "m2", "user", {"text": "late"}))
+    assert ended == Delivery(False, "cancelled")
+    assert [m.msg_id for m in catalog.delivered("s")] == ["m1"]
+    with pytest.raises(NotFoundError, match="no session nope"):
+        catalog.post_live(InboxPost("nope", "m1", "user", {"text": "lost"}))
 
 
 def test_a_drain_records_what_it_takes_in_its_own_commit_once(catalog: Catalog) -> None:

@@ -12,10 +12,16 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 
-from swarmdeck.catalog import schema, statements
-from swarmdeck.catalog.access import StoreAccess, lock_session, refuse_secret_id
+from swarmdeck.catalog import post_statements, schema, statements
+from swarmdeck.catalog.access import StoreAccess, lock_session, no_session, refuse_secret_id
 from swarmdeck.catalog.direct import MAIL_CHANNEL
-from swarmdeck.catalog.records import COMPACT_REQUEST_KIND, InboxItem, InboxPost
+from swarmdeck.catalog.records import (
+    COMPACT_REQUEST_KIND,
+    TERMINAL_STATUSES,
+    Delivery,
+    InboxItem,
+    InboxPost,
+)
 
 # Messages from someone (a person, a sub-agent's answer, a person's request to compact): a
 # worker rings their session.
@@ -55,6 +61,41 @@ class InboxTables(StoreAccess):
         refuse_secret_id(self.redact, msg_id, "message id")
         with self.engine.begin() as conn:
             return self._post(conn, InboxPost(session_id, msg_id, kind, payload))
+
+    def post_live(self, post: InboxPost) -> Delivery:
+        """Deliver a message unless the session has ended, and say which (NotFoundError:
+        no such session). On PostgreSQL one statement: the check, the insert and the
+        NOTIFY that wakes the session's worker (see post_statements)."""
+        refuse_secret_id(self.redact, post.msg_id, "message id")
+        if self.is_sqlite:
+            return self._post_live_sqlite(post)
+        params = {
+            "b_session": post.session_id,
+            "b_msg": post.msg_id,
+            "b_kind": post.kind,
+            "b_payload": self._json(post.payload),
+            "b_ts": time.time(),
+        }
+        ring = post.kind in RINGING_KINDS
+        sql = post_statements.POST_LIVE_NOTIFY if ring else post_statements.POST_LIVE
+        with self.engine.begin() as conn:
+            row = conn.execute(sql, params).first()
+        if row is None:
+            raise no_session(post.session_id)
+        ended = row.status if row.status in TERMINAL_STATUSES else None
+        return Delivery(row.id is not None, ended)
+
+    def _post_live_sqlite(self, post: InboxPost) -> Delivery:
+        """post_live on SQLite: the session read first, outside the write, so that an ended
+        session is answered as such even where the store cannot be written (a read-only
+        home); there is no round trip to save."""
+        with self.engine.begin() as conn:
+            row = conn.execute(statements.SESSION_BY_ID, {"b_session": post.session_id}).first()
+            if row is None:
+                raise no_session(post.session_id)
+            if row.status in TERMINAL_STATUSES:
+                return Delivery(False, row.status)
+            return Delivery(self._post(conn, post))
 
     def _post(self, conn: sa.Connection, post: InboxPost) -> bool:
         """Insert a message unless its msg_id is there: never an error, so it can share a

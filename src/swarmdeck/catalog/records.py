@@ -147,6 +147,16 @@ class InboxPost:
 
 
 @dataclass(frozen=True)
+class Delivery:
+    """What became of a message for a live session: `fresh` when it was stored now (not
+    when its msg_id was delivered before); `ended`, the session's final status when it
+    had ended (nothing was stored)."""
+
+    fresh: bool
+    ended: str | None = None
+
+
+@dataclass(frozen=True)
 class EndWrite:
     """A session's end as the store writes it: its entry under `key`, its row's new
     columns, and the notice for its parent's inbox (None: a root)."""

@@ -13,7 +13,7 @@ from typing import Any
 from swarmdeck.catalog.catalog import Catalog
 from swarmdeck.catalog.ids import new_session_id
 from swarmdeck.catalog.liveness import WorkerRow
-from swarmdeck.catalog.records import COMPACT_REQUEST_KIND, EventRecord, SessionRecord
+from swarmdeck.catalog.records import COMPACT_REQUEST_KIND, EventRecord, InboxPost, SessionRecord
 from swarmdeck.catalog.workers import WorkerRegistry
 from swarmdeck.config import Settings, load_settings
 from swarmdeck.errors import MissingKeyError, TaskRefusedError, UsageError
@@ -225,20 +225,23 @@ class Host:
         Works whether or not a worker runs the session now: the message waits in the catalog.
         A `pinned` message is kept verbatim when older turns are compacted (runtime/journal).
         """
-        record = self.catalog.get_session(session_id)
-        if record.terminal:
+        payload: dict[str, Any] = {"text": text, "pinned": True} if pinned else {"text": text}
+        post = InboxPost(session_id, msg_id or secrets.token_hex(8), kind, payload)
+        delivery = self.catalog.post_live(post)
+        if delivery.ended is not None:
             raise UsageError(
-                f"session {session_id} has ended ({record.status})",
+                f"session {session_id} has ended ({delivery.ended})",
                 "start a new session, or continue a code session with --mode resume",
             )
-        payload: dict[str, Any] = {"text": text, "pinned": True} if pinned else {"text": text}
-        fresh = self.catalog.post(session_id, msg_id or secrets.token_hex(8), kind, payload)
         if self.engine is not None and self.engine.launched:
-            return fresh  # the caller rings in-process (see ring)
+            return delivery.fresh  # the caller rings in-process (see ring)
+        # Read after the message is stored: a generation read before could be one that
+        # ended since, and its new one have looked at the inbox before the message came.
+        record = self.catalog.get_session(session_id)
         if record.executor and any(w.executor_id == record.executor for w in self.fleet_workers()):
-            return fresh  # its worker rings it when it sees the message (runtime/duties.py)
+            return delivery.fresh  # its worker rings it when it sees the message (duties.py)
         ring_offline(self.settings, workflow_id(session_id, record.generation))
-        return fresh
+        return delivery.fresh
 
     def compact(self, session_id: str, msg_id: str | None = None) -> bool:
         """Ask a session to compact its context now: a durable request it takes at its next

@@ -1,0 +1,54 @@
+"""A person's message for a live session on PostgreSQL, in one statement, built once.
+
+The sender used to read the session (had it ended?), insert the message, then NOTIFY the
+workers: three statements, each a round trip. One statement now inserts the message
+unless the session has ended, says what the session's status was, and NOTIFYs.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+
+from swarmdeck.catalog import schema
+from swarmdeck.catalog.direct import MAIL_CHANNEL
+from swarmdeck.catalog.records import TERMINAL_STATUSES
+
+_inbox, _sessions = schema.inbox, schema.sessions
+_session = sa.bindparam("b_session", type_=sa.String)
+_COLUMNS = ["session_id", "msg_id", "kind", "payload", "created_at"]
+_VALUES = [
+    _session,
+    sa.bindparam("b_msg", type_=sa.String),
+    sa.bindparam("b_kind", type_=sa.String),
+    sa.bindparam("b_payload", type_=sa.Text),
+    sa.bindparam("b_ts", type_=sa.Float),
+]
+
+
+def _post_live(notify: bool) -> sa.Select:
+    """One row (none: no such session) with the session's status and the id
+    of the message inserted (null: it had ended, or the msg_id was delivered before);
+    with `notify`, a NOTIFY on the mail channel names the message and its session."""
+    live = sa.select(_sessions.c.status).where(_sessions.c.id == _session).cte("live")
+    posted = (
+        postgresql_insert(_inbox)
+        .from_select(
+            _COLUMNS,
+            sa.select(*_VALUES).select_from(live).where(live.c.status.not_in(TERMINAL_STATUSES)),
+        )
+        .on_conflict_do_nothing(index_elements=["session_id", "msg_id"])
+        .returning(_inbox.c.id)
+        .cte("posted")
+    )
+    columns: list[sa.ColumnElement] = [live.c.status, posted.c.id]
+    if notify:
+        # The workers' note (inbox.mail_note): "<message id> <session id>".
+        note = sa.cast(posted.c.id, sa.String) + " " + _session
+        ring = sa.func.pg_notify(MAIL_CHANNEL, note)
+        columns.append(sa.case((posted.c.id.is_not(None), ring)).label("rung"))
+    return sa.select(*columns).select_from(live.outerjoin(posted, sa.true()))
+
+
+POST_LIVE = _post_live(notify=False)
+POST_LIVE_NOTIFY = _post_live(notify=True)
