@@ -115,10 +115,6 @@ class Services:
             record = self._records[session_id] = self.catalog.get_session(session_id)
         return record
 
-    def held_identity(self, session_id: str) -> SessionRecord | None:
-        """The session's record if this process holds it (no read)."""
-        return self._records.get(session_id)
-
     def pin_identity(self, record: SessionRecord) -> None:
         """Use this record as the session's identity in this process: a store workspace's
         session runs in the directory this host materialised it in (runtime/workspaces)."""

@@ -397,20 +397,19 @@ class Engine(WorkflowHistory):
         return status.status if status else None
 
     async def ring(self, session_id: str) -> None:
-        """Wake the session if it waits on its doorbell; the message itself is in the inbox."""
-        await _ring(await self.current_workflow(session_id))
+        """Wake the session if it waits on its doorbell; the message itself is in the inbox.
+        A session running here is rung with no read; another is looked up in the store."""
+        if not await self.ring_if_here(session_id):
+            await _ring(await self.current_workflow(session_id))
 
     async def ring_if_here(self, session_id: str) -> bool:
-        """Ring the session if the workflow of the generation this process knows it by
-        runs here, with no read of the store; False when it does not (it runs elsewhere,
-        or on a generation this process has not seen: the caller asks the store then)."""
-        record = self.services.held_identity(session_id)
-        if record is None or self._active is None:
+        """Ring the session if a generation of it runs here, the newest (see
+        CountedActiveWorkflows.newest_generation), with no read of the store; False when
+        none does (it runs elsewhere, or between generations: the caller asks the store)."""
+        generation = None if self._active is None else self._active.newest_generation(session_id)
+        if generation is None:
             return False
-        wf = workflow_id(session_id, record.generation)
-        if not self._active.runs(wf):
-            return False
-        await _ring(wf)
+        await _ring(workflow_id(session_id, generation))
         return True
 
     async def cancel(self, session_ids: list[str]) -> None:
