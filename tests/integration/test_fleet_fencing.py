@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from swarmdeck import Swarm
 from swarmdeck.catalog import fence
@@ -79,6 +80,40 @@ def test_the_execution_that_claimed_last_writes_and_the_one_before_is_fenced(
     assert in_context(current, catalog.mark_tool_started, "s", "0:call-1") is False
     with pytest.raises(Fenced):
         in_context(stale, catalog.mark_tool_started, "s", "0:call-1")
+
+
+def test_a_turn_with_its_usage_and_status_lands_whole_or_not_at_all(catalog: Catalog) -> None:
+    first, _ = catalog.open_run("s", "worker-a")
+    second, _ = catalog.claim_run("s", "worker-b")
+    usage = {"turn": 0, "provider": "fake", "model": "m", "cost_usd": 0.25, "input": 7}
+
+    def turn(epoch: int) -> bool:
+        fence.enter("s", epoch)
+        return catalog.append_event(
+            "s", "turn:0", "assistant", {"text": "hi"}, usage, status="idle"
+        )
+
+    with pytest.raises(Fenced):
+        in_context(turn, first.epoch)
+    # The stale execution's entry, usage row and status are all taken back.
+    assert [e.key for e in catalog.events("s")] == ["task"]
+    assert catalog.usage_totals(["s"]).turns == 0
+    assert catalog.get_session("s").status == "running"
+    statements: list[str] = []
+    sa.event.listen(
+        catalog.engine, "before_cursor_execute", lambda *a: statements.append(a[2].split()[0])
+    )
+    assert in_context(turn, second)
+    # On PostgreSQL the three are one statement (the usage and the status ride in the
+    # entry's INSERT); SQLite writes them one by one.
+    assert len(statements) == (3 if catalog.is_sqlite else 1), statements
+    totals = catalog.usage_totals(["s"])
+    assert (totals.turns, totals.input, totals.output, totals.cost_usd) == (1, 7, 0, 0.25)
+    assert [e.key for e in catalog.events("s")] == ["task", "turn:0"]
+    assert catalog.get_session("s").status == "idle"
+    # A rerun stores nothing twice.
+    assert in_context(turn, second) is False
+    assert catalog.usage_totals(["s"]).turns == 1
 
 
 def test_a_fence_covers_its_own_session_only(catalog: Catalog) -> None:

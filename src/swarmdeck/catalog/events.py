@@ -56,20 +56,70 @@ class EventTables(StoreAccess):
                         # one more round trip per write. The seq's unique index still
                         # catches a race, and the loser lands here.
                         lock_session(conn, session_id)
-                    if usage_row is not None:
-                        conn.execute(
-                            statements.INSERT_USAGE,
-                            {"session_id": session_id, "ts": time.time(), **usage_row},
-                        )
-                    self._insert_event(conn, {**params, "b_ts": time.time() if ts is None else ts})
-                    if status is not None:
-                        moved = self._status_params(session_id, status, None)
-                        conn.execute(statements.SET_LIVE_STATUS, moved)
+                    entry = {**params, "b_ts": time.time() if ts is None else ts}
+                    self._append(conn, entry, usage_row, status)
                 return True
             except IntegrityError:
                 if self.has_event(session_id, key):
                     return False
         raise RuntimeError(f"could not append event {key} to {session_id}")
+
+    def _append(
+        self,
+        conn: sa.Connection,
+        entry: dict[str, Any],
+        usage_row: dict[str, Any] | None,
+        status: str | None = None,
+    ) -> None:
+        """A transcript entry (INSERT_EVENT's bound values), with the turn's usage row
+        (stamped with the entry's time) and the live session's new status when given: one
+        statement on PostgreSQL, a statement each on SQLite, where a statement is no
+        round trip."""
+        if self.is_sqlite or (usage_row is None and status is None):
+            self._append_apart(conn, entry, usage_row, status)
+        else:
+            self._append_together(conn, entry, usage_row, status)
+
+    def _append_apart(
+        self,
+        conn: sa.Connection,
+        entry: dict[str, Any],
+        usage_row: dict[str, Any] | None,
+        status: str | None,
+    ) -> None:
+        """_append's entry, usage row and status, a statement each."""
+        session_id = entry["b_session"]
+        if usage_row is not None:
+            usage = {"session_id": session_id, "ts": entry["b_ts"], **usage_row}
+            conn.execute(statements.INSERT_USAGE, usage)
+        self._insert_event(conn, entry)
+        if status is not None:
+            conn.execute(statements.SET_LIVE_STATUS, self._status_params(session_id, status, None))
+
+    def _append_together(
+        self,
+        conn: sa.Connection,
+        entry: dict[str, Any],
+        usage_row: dict[str, Any] | None,
+        status: str | None,
+    ) -> None:
+        """_append's in one statement (see statements.append_with), under the session's
+        fence as _insert_event's."""
+        session_id = entry["b_session"]
+        epoch = fence.epoch_for(session_id)
+        params = dict(entry)
+        if usage_row is not None:
+            params.update(statements.usage_params(session_id, entry["b_ts"], usage_row))
+        if status is not None:
+            params.update(b_status=status, b_error=None)
+        if epoch is not None:
+            params["b_epoch"] = epoch
+        statement = statements.append_with(
+            epoch is not None, usage_row is not None, status is not None
+        )
+        landed = conn.execute(statement, params)
+        if epoch is not None and landed.first() is None:
+            raise Fenced(session_id)
 
     def last_event(self, session_id: str, kinds: Iterable[str]) -> EventRecord | None:
         """The latest transcript entry of these kinds, or None."""

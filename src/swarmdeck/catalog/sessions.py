@@ -272,9 +272,7 @@ class SessionTables(InboxTables, EventTables):
                 with self._no_wait_errors(wait), self._writer(wait).begin() as conn:
                     if attempt:  # lost a race for the next seq: as append_event's retries
                         lock_session(conn, session_id)
-                    usage = {"session_id": session_id, "ts": turn.ts, **turn.usage_row}
-                    conn.execute(statements.INSERT_USAGE, usage)
-                    self._insert_event(conn, turn_params)
+                    self._append(conn, turn_params, turn.usage_row)
                     if conn.execute(statements.pending_of_kinds(len(kinds)), mail_params).first():
                         return "turn"
                     self._insert_event(conn, end_params)

@@ -204,3 +204,30 @@ def news_of_kinds(n: int | None) -> sa.Select[tuple[Any, ...]]:
         .select_from(one.outerjoin(_events, newer))
         .order_by(_events.c.seq)
     )
+
+
+# A turn's usage row, bound as u_<column>: on PostgreSQL it rides in its entry's statement.
+_usage_values = {c.name: sa.bindparam(f"u_{c.name}", type_=c.type) for c in schema.usage.c}
+_USAGE_DEFAULTS = {c.name: c.default.arg for c in schema.usage.c if c.default is not None}
+
+
+def usage_params(session_id: str, ts: float, usage_row: dict[str, Any]) -> dict[str, Any]:
+    """The bound values of a usage row in append_with (columns a row leaves out get their
+    defaults, as an INSERT of only its keys would)."""
+    row = {"estimated": False, **_USAGE_DEFAULTS, **usage_row, "session_id": session_id, "ts": ts}
+    return {f"u_{c.name}": row.get(c.name) for c in schema.usage.c}
+
+
+@functools.cache
+def append_with(fenced: bool, usage: bool, status: bool) -> sa.Insert:
+    """PostgreSQL: a transcript entry (INSERT_EVENT, or its fenced form) with the turn's
+    usage row and the live session's new status in the same statement, as data-modifying
+    CTEs: one round trip where there were three. If the entry does not land (a lost race
+    for its seq, an epoch moved on), the caller's rollback takes the others back too."""
+    insert = INSERT_EVENT_FENCED if fenced else INSERT_EVENT
+    ctes = []
+    if usage:
+        ctes.append(schema.usage.insert().values(**_usage_values).cte("usage_row"))
+    if status:
+        ctes.append(SET_LIVE_STATUS.cte("moved"))
+    return insert.add_cte(*ctes)
