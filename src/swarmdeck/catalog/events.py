@@ -75,20 +75,15 @@ class EventTables(StoreAccess):
         (stamped with the entry's time) and the live session's new status when given: one
         statement on PostgreSQL, a statement each on SQLite, where a statement is no
         round trip."""
-        if self.is_sqlite or (usage_row is None and status is None):
-            self._append_apart(conn, entry, usage_row, status)
-        else:
-            self._append_together(conn, entry, usage_row, status)
-
-    def _append_apart(
-        self,
-        conn: sa.Connection,
-        entry: dict[str, Any],
-        usage_row: dict[str, Any] | None,
-        status: str | None,
-    ) -> None:
-        """_append's entry, usage row and status, a statement each."""
         session_id = entry["b_session"]
+        if not self.is_sqlite and (usage_row is not None or status is not None):
+            params = dict(entry)
+            if usage_row is not None:
+                params.update(statements.usage_params(session_id, entry["b_ts"], usage_row))
+            if status is not None:
+                params.update(b_status=status, b_error=None)
+            self._append_together(conn, params, usage_row is not None, status is not None)
+            return
         if usage_row is not None:
             usage = {"session_id": session_id, "ts": entry["b_ts"], **usage_row}
             conn.execute(statements.INSERT_USAGE, usage)
@@ -97,27 +92,15 @@ class EventTables(StoreAccess):
             conn.execute(statements.SET_LIVE_STATUS, self._status_params(session_id, status, None))
 
     def _append_together(
-        self,
-        conn: sa.Connection,
-        entry: dict[str, Any],
-        usage_row: dict[str, Any] | None,
-        status: str | None,
+        self, conn: sa.Connection, params: dict[str, Any], usage: bool, status: bool
     ) -> None:
-        """_append's in one statement (see statements.append_with), under the session's
-        fence as _insert_event's."""
-        session_id = entry["b_session"]
+        """_append's entry with its usage row and status in one statement (see
+        statements.append_with), under the session's fence as _insert_event's."""
+        session_id = params["b_session"]
         epoch = fence.epoch_for(session_id)
-        params = dict(entry)
-        if usage_row is not None:
-            params.update(statements.usage_params(session_id, entry["b_ts"], usage_row))
-        if status is not None:
-            params.update(b_status=status, b_error=None)
         if epoch is not None:
             params["b_epoch"] = epoch
-        statement = statements.append_with(
-            epoch is not None, usage_row is not None, status is not None
-        )
-        landed = conn.execute(statement, params)
+        landed = conn.execute(statements.append_with(epoch is not None, usage, status), params)
         if epoch is not None and landed.first() is None:
             raise Fenced(session_id)
 
