@@ -1,16 +1,14 @@
-"""A worker imports the model SDKs only once what it took over at start began again, then
-keeps what start-up made out of the garbage collector's walks."""
+"""A worker imports the model SDKs only once what it took over at start began again
+(tests/unit/test_heap.py: what start-up made is then frozen)."""
 
 from __future__ import annotations
 
-import gc
 import math
 import threading
 import time
-import weakref
 from typing import Any, cast
 
-from swarmdeck.cli.worker import ModelWarmup, freeze_start_up
+from swarmdeck.cli.worker import ModelWarmup
 from swarmdeck.runtime.duties import Duty
 
 
@@ -56,22 +54,3 @@ async def test_the_import_runs_at_the_latest_even_if_a_session_never_begins() ->
     warmup.latest = time.monotonic() - 1
     await warmup.poll()
     assert done.wait(5) and imported == ["sd-warmup"]
-
-
-def test_start_up_objects_are_frozen_after_the_garbage_is_collected() -> None:
-    # A cycle no one holds, made before: collected, not frozen for the process's life.
-    class Node:
-        pass
-
-    garbage = Node()
-    garbage.self = garbage  # type: ignore[attr-defined]
-    gone = weakref.ref(garbage)
-    del garbage
-    before = gc.get_freeze_count()
-    try:
-        freeze_start_up()
-        assert gone() is None
-        # This module's functions, among all start-up made, are out of every collection.
-        assert gc.get_freeze_count() > before + 10_000
-    finally:
-        gc.unfreeze()

@@ -5,7 +5,6 @@ the queue's), takes over the sessions of workers whose lease lapsed, and with
 from __future__ import annotations
 
 import asyncio
-import gc
 import math
 import os
 import signal
@@ -21,6 +20,7 @@ from rich.console import Console
 from swarmdeck.cli.app import app
 from swarmdeck.cli.hosting import session_host
 from swarmdeck.errors import UsageError
+from swarmdeck.runtime.heap import REFREEZE_SECONDS, HeapFreezer
 
 if TYPE_CHECKING:
     # Types only: importing the engine costs every command ~0.5 s of start-up.
@@ -80,23 +80,30 @@ def worker(
     host = session_host(role="worker")
     engine = host.launch()
     ready = ready_providers(host.services.providers, host.services.credentials.has)
+    heap = HeapFreezer()
 
     def warm() -> None:
         preload_adapters(ready)
-        freeze_start_up()  # the SDKs were the last of start-up
+        heap.refreeze()  # the SDKs were the last of start-up
 
     warmup = ModelWarmup(engine, warm)
     where = host.settings.store_url.split("@")[-1]
     console.print(f"worker {engine.executor_id} on {where}")
     engine.on_lease_lost = lambda: _lease_lost(engine, console, once)
     try:
-        asyncio.run(_serve(host, engine, warmup, console, once, max_seconds))
+        asyncio.run(_serve(host, engine, warmup, heap, console, once, max_seconds))
     finally:
         host.shutdown()
 
 
 async def _serve(
-    host: Host, engine: Engine, warmup: ModelWarmup, console: Console, once: bool, max_s: float
+    host: Host,
+    engine: Engine,
+    warmup: ModelWarmup,
+    heap: HeapFreezer,
+    console: Console,
+    once: bool,
+    max_s: float,
 ) -> None:
     from swarmdeck.catalog.catalog import HANDOVER_CHANNEL, MAIL_CHANNEL
     from swarmdeck.catalog.notify import listen
@@ -126,6 +133,7 @@ async def _serve(
         duties, handover, hear_mail = fleet_loop(engine, console.print, notified)
         duties.add(Duty("keep system agents", SYSTEM_AGENTS_SECONDS, keep_system))
         warmup.duty = duties.add(Duty("warm the model SDKs", WARMUP_POLL_SECONDS, warmup.poll))
+        duties.add(Duty("keep the heap frozen", REFREEZE_SECONDS, heap.run))
         listener = None
         if notified:
             listener = listen(
@@ -171,16 +179,6 @@ class ModelWarmup:
         if not self.started:
             self.started = True
             threading.Thread(target=self.preload, name="sd-warmup", daemon=True).start()
-
-
-def freeze_start_up() -> None:
-    """Keep what start-up made out of the cyclic collector's walks: the modules, classes and
-    functions of swarmdeck and its libraries, alive as long as the process. A full
-    collection walked every one of them, about 189,000 objects and 110-150 ms here, and
-    each is a stall of the loop all of this worker's sessions share. Collected first, so
-    no garbage is kept."""
-    gc.collect()
-    gc.freeze()
 
 
 def _lease_lost(engine: Engine, console: Console, once: bool) -> None:
