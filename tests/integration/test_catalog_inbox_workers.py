@@ -33,7 +33,14 @@ from tests.integration.test_catalog_support import (
 
 def test_inbox_post_is_idempotent_and_drain_repeatable(catalog: Catalog) -> None:
     new_session(catalog, "s")
+    statements: list[str] = []
+    sa.event.listen(
+        catalog.engine, "before_cursor_execute", lambda *a: statements.append(a[2].split()[0])
+    )
     assert catalog.post("s", "m1", "user", {"text": "one"})
+    # On PostgreSQL a message that rings its session (tests/integration/test_mail_notify.py)
+    # is inserted and NOTIFYd in one statement.
+    assert len(statements) == 1, statements
     assert not catalog.post("s", "m1", "user", {"text": "retried"})
     assert catalog.post("s", "m2", "timer", {"n": 2})
     assert catalog.pending_count("s") == 2 and catalog.pending_count("s", ["timer"]) == 1

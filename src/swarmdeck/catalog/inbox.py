@@ -14,7 +14,6 @@ from sqlalchemy.exc import IntegrityError
 
 from swarmdeck.catalog import post_statements, schema, statements
 from swarmdeck.catalog.access import StoreAccess, lock_session, no_session, refuse_secret_id
-from swarmdeck.catalog.direct import MAIL_CHANNEL
 from swarmdeck.catalog.records import (
     COMPACT_REQUEST_KIND,
     TERMINAL_STATUSES,
@@ -69,13 +68,7 @@ class InboxTables(StoreAccess):
         refuse_secret_id(self.redact, post.msg_id, "message id")
         if self.is_sqlite:
             return self._post_live_sqlite(post)
-        params = {
-            "b_session": post.session_id,
-            "b_msg": post.msg_id,
-            "b_kind": post.kind,
-            "b_payload": self._json(post.payload),
-            "b_ts": time.time(),
-        }
+        params = self._post_params(post)
         ring = post.kind in RINGING_KINDS
         sql = post_statements.POST_LIVE_NOTIFY if ring else post_statements.POST_LIVE
         with self.engine.begin() as conn:
@@ -84,6 +77,16 @@ class InboxTables(StoreAccess):
             raise no_session(post.session_id)
         ended = row.status if row.status in TERMINAL_STATUSES else None
         return Delivery(row.id is not None, ended)
+
+    def _post_params(self, post: InboxPost) -> dict[str, Any]:
+        """The bound values of post_statements' inserts."""
+        return {
+            "b_session": post.session_id,
+            "b_msg": post.msg_id,
+            "b_kind": post.kind,
+            "b_payload": self._json(post.payload),
+            "b_ts": time.time(),
+        }
 
     def _post_live_sqlite(self, post: InboxPost) -> Delivery:
         """post_live on SQLite: the session read first, outside the write, so that an ended
@@ -100,6 +103,13 @@ class InboxTables(StoreAccess):
     def _post(self, conn: sa.Connection, post: InboxPost) -> bool:
         """Insert a message unless its msg_id is there: never an error, so it can share a
         transaction with other writes."""
+        if not self.is_sqlite and post.kind in RINGING_KINDS:
+            # The workers hear of it at commit, instead of each polling the inbox 20 times
+            # a second (10 % of an idle worker's CPU went into those polls); its id and
+            # session let the one that runs the session ring it without a read. The insert
+            # and the NOTIFY are one statement.
+            notify = post_statements.POST_NOTIFY
+            return conn.execute(notify, self._post_params(post)).first() is not None
         insert = sqlite_insert if self.is_sqlite else postgresql_insert
         statement = (
             insert(schema.inbox)
@@ -113,14 +123,7 @@ class InboxTables(StoreAccess):
             .on_conflict_do_nothing(index_elements=["session_id", "msg_id"])
             .returning(schema.inbox.c.id)
         )
-        row = conn.execute(statement).first()
-        if row is not None and not self.is_sqlite and post.kind in RINGING_KINDS:
-            # The workers hear of it at commit, instead of each polling the inbox 20 times
-            # a second (10 % of an idle worker's CPU went into those polls); its id and
-            # session let the one that runs the session ring it without a read.
-            note = mail_note(row[0], post.session_id)
-            conn.execute(sa.select(sa.func.pg_notify(MAIL_CHANNEL, note)))
-        return row is not None
+        return conn.execute(statement).first() is not None
 
     def drain(
         self,

@@ -1,8 +1,10 @@
-"""A person's message for a live session on PostgreSQL, in one statement, built once.
+"""A message that rings its session, on PostgreSQL, in one statement, built once.
 
-The sender used to read the session (had it ended?), insert the message, then NOTIFY the
-workers: three statements, each a round trip. One statement now inserts the message
-unless the session has ended, says what the session's status was, and NOTIFYs.
+A person's message for a live session: the sender used to read the session (had it
+ended?), insert the message, then NOTIFY the workers: three statements, each a round trip.
+One statement now inserts the message unless the session has ended, says what the
+session's status was, and NOTIFYs. Any other ringing message (a sub-agent's answer, one
+session's message to another) is inserted and NOTIFYd in one statement too.
 """
 
 from __future__ import annotations
@@ -43,12 +45,30 @@ def _post_live(notify: bool) -> sa.Select:
     )
     columns: list[sa.ColumnElement] = [live.c.status, posted.c.id]
     if notify:
-        # The workers' note (inbox.mail_note): "<message id> <session id>".
-        note = sa.cast(posted.c.id, sa.String) + " " + _session
-        ring = sa.func.pg_notify(MAIL_CHANNEL, note)
+        ring = sa.func.pg_notify(MAIL_CHANNEL, _note(posted.c.id))
         columns.append(sa.case((posted.c.id.is_not(None), ring)).label("rung"))
     return sa.select(*columns).select_from(live.outerjoin(posted, sa.true()))
 
 
+def _post_notify() -> sa.Select:
+    """The id of the message inserted and the NOTIFY that names it and its session; no row
+    when the msg_id was delivered before (and no NOTIFY)."""
+    posted = (
+        postgresql_insert(_inbox)
+        .values(dict(zip(_COLUMNS, _VALUES, strict=True)))
+        .on_conflict_do_nothing(index_elements=["session_id", "msg_id"])
+        .returning(_inbox.c.id)
+        .cte("posted")
+    )
+    ring = sa.func.pg_notify(MAIL_CHANNEL, _note(posted.c.id))
+    return sa.select(posted.c.id, ring.label("rung")).select_from(posted)
+
+
+def _note(message_id: sa.ColumnElement) -> sa.ColumnElement[str]:
+    """The workers' note (inbox.mail_note): "<message id> <session id>"."""
+    return sa.cast(message_id, sa.String) + " " + _session
+
+
 POST_LIVE = _post_live(notify=False)
 POST_LIVE_NOTIFY = _post_live(notify=True)
+POST_NOTIFY = _post_notify()
