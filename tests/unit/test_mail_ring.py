@@ -12,9 +12,13 @@ from types import SimpleNamespace
 import pytest
 
 from swarmdeck.catalog.catalog import Catalog
-from swarmdeck.catalog.inbox import mail_note
 from swarmdeck.runtime import duties
 from swarmdeck.runtime.duties import FleetDuties
+
+
+def mail_note(message_id: int, session_id: str) -> str:
+    """A mail NOTIFY's payload as PostgreSQL sends it (catalog/post_statements._note)."""
+    return f"{message_id} {session_id}"
 
 
 class Worker:

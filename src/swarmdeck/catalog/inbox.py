@@ -29,11 +29,6 @@ RINGING_KINDS = ("user", "answer", COMPACT_REQUEST_KIND)
 DRAIN_ATTEMPTS = 50
 
 
-def mail_note(message_id: int, session_id: str) -> str:
-    """What a NOTIFY of new mail says: the message's inbox id and its session."""
-    return f"{message_id} {session_id}"
-
-
 def _items(rows: Iterable[sa.Row[Any]]) -> list[InboxItem]:
     """Inbox rows as the messages they hold."""
     return [InboxItem(r.id, r.msg_id, r.kind, json.loads(r.payload)) for r in rows]
@@ -45,7 +40,8 @@ def _under_claim(inbox: sa.FromClause, session_id: str, claim: str) -> sa.Column
 
 
 def read_mail_note(note: str) -> tuple[int, str] | None:
-    """(message id, session id) of a mail NOTIFY's payload; None for any other."""
+    """(message id, session id) of a mail NOTIFY's payload ("<message id> <session id>",
+    as post_statements writes it); None for any other."""
     message_id, _, session_id = note.partition(" ")
     if not message_id.isdigit() or not session_id:
         return None

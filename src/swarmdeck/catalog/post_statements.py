@@ -10,6 +10,7 @@ session's message to another) is inserted and NOTIFYd in one statement too.
 from __future__ import annotations
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import Insert
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 
 from swarmdeck.catalog import schema
@@ -33,15 +34,11 @@ def _post_live(notify: bool) -> sa.Select:
     of the message inserted (null: it had ended, or the msg_id was delivered before);
     with `notify`, a NOTIFY on the mail channel names the message and its session."""
     live = sa.select(_sessions.c.status).where(_sessions.c.id == _session).cte("live")
-    posted = (
-        postgresql_insert(_inbox)
-        .from_select(
-            _COLUMNS,
-            sa.select(*_VALUES).select_from(live).where(live.c.status.not_in(TERMINAL_STATUSES)),
+    unless_ended = live.c.status.not_in(TERMINAL_STATUSES)
+    posted = _posted(
+        postgresql_insert(_inbox).from_select(
+            _COLUMNS, sa.select(*_VALUES).select_from(live).where(unless_ended)
         )
-        .on_conflict_do_nothing(index_elements=["session_id", "msg_id"])
-        .returning(_inbox.c.id)
-        .cte("posted")
     )
     columns: list[sa.ColumnElement] = [live.c.status, posted.c.id]
     if notify:
@@ -53,19 +50,20 @@ def _post_live(notify: bool) -> sa.Select:
 def _post_notify() -> sa.Select:
     """The id of the message inserted and the NOTIFY that names it and its session; no row
     when the msg_id was delivered before (and no NOTIFY)."""
-    posted = (
-        postgresql_insert(_inbox)
-        .values(dict(zip(_COLUMNS, _VALUES, strict=True)))
-        .on_conflict_do_nothing(index_elements=["session_id", "msg_id"])
-        .returning(_inbox.c.id)
-        .cte("posted")
-    )
+    posted = _posted(postgresql_insert(_inbox).values(dict(zip(_COLUMNS, _VALUES, strict=True))))
     ring = sa.func.pg_notify(MAIL_CHANNEL, _note(posted.c.id))
     return sa.select(posted.c.id, ring.label("rung")).select_from(posted)
 
 
+def _posted(insert: Insert) -> sa.CTE:
+    """The insert as the CTE "posted", with the id of the message it stored (none when the
+    msg_id was delivered before: a client's retry)."""
+    unique = ["session_id", "msg_id"]
+    return insert.on_conflict_do_nothing(index_elements=unique).returning(_inbox.c.id).cte("posted")
+
+
 def _note(message_id: sa.ColumnElement) -> sa.ColumnElement[str]:
-    """The workers' note (inbox.mail_note): "<message id> <session id>"."""
+    """The workers' note (inbox.read_mail_note reads it): "<message id> <session id>"."""
     return sa.cast(message_id, sa.String) + " " + _session
 
 
